@@ -1,0 +1,36 @@
+#pragma once
+// The environment a worker is started with, by the operator (pod env) and the
+// local runner (process env) alike. Names live here, once.
+
+#include <string>
+
+#include "rpcjob/assignment/assignment.h"
+
+namespace rpcjob {
+
+inline constexpr const char* kEnvWorkerName = "RPCJOB_WORKER_NAME";
+inline constexpr const char* kEnvRank = "RPCJOB_RANK";
+inline constexpr const char* kEnvWorldSize = "RPCJOB_WORLD_SIZE";
+inline constexpr const char* kEnvJobName = "RPCJOB_JOB_NAME";
+inline constexpr const char* kEnvNamespace = "RPCJOB_NAMESPACE";
+// Path of the mounted or written assignment file.
+inline constexpr const char* kEnvAssignmentPath = "RPCJOB_ASSIGNMENT";
+// Alternative to the file for ad-hoc runs: "name@host:port,name@host:port,..." in
+// rank order (the first is rank 0).
+inline constexpr const char* kEnvPeers = "RPCJOB_PEERS";
+
+// Builds an assignment from an RPCJOB_PEERS list. Throws AssignmentError.
+Assignment assignmentFromPeerList(const std::string& list);
+
+// Who this process is and who its peers are, from the environment: the file at
+// RPCJOB_ASSIGNMENT, else RPCJOB_PEERS; the worker by RPCJOB_WORKER_NAME, else by
+// RPCJOB_RANK. RPCJOB_RANK and RPCJOB_WORLD_SIZE, when set, must agree with the
+// table. Throws AssignmentError with what is missing or inconsistent.
+struct Identity {
+  Assignment assignment;
+  std::string name;
+  int rank = -1;
+};
+Identity identityFromEnvironment();
+
+}  // namespace rpcjob
