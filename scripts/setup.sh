@@ -21,7 +21,8 @@ build_pkgs="g++ cmake ninja-build pkg-config git ca-certificates
   libgtest-dev libgmock-dev"
 test_pkgs="clang libclang-rt-14-dev clang-format prometheus unzip procps psmisc
   golang-go etcd-server dpkg-dev rsync openssl curl iproute2
-  golang-github-modern-go-reflect2-dev golang-github-json-iterator-go-dev"
+  golang-github-modern-go-reflect2-dev golang-github-json-iterator-go-dev
+  python3 python3-yaml"
 
 case "$profile" in
   build) pkgs=$build_pkgs ;;
