@@ -20,6 +20,7 @@ report() {
 trap report EXIT
 
 phase setup scripts/setup.sh test
+phase control-plane tests/kube/control-plane.sh build
 phase configure cmake --preset default
 phase build cmake --build build -j "$jobs"
 phase test ctest --test-dir build --output-on-failure -j "$jobs"
