@@ -1,0 +1,110 @@
+#include "rpcjob/metrics/atomic_histogram.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <utility>
+
+namespace rpcjob {
+namespace metrics {
+namespace {
+
+std::vector<double> sorted(std::vector<double> bounds) {
+  std::sort(bounds.begin(), bounds.end());
+  return bounds;
+}
+
+}  // namespace
+
+AtomicHistogram::AtomicHistogram(const std::vector<double>& bounds)
+    : bounds_(bounds), buckets_(new std::atomic<std::uint64_t>[bounds.size() + 1]) {
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    buckets_[i].store(0, std::memory_order_relaxed);
+  }
+}
+
+void AtomicHistogram::observe(double value) noexcept {
+  // Prometheus buckets are "less than or equal": the first bound >= value.
+  const size_t index = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  buckets_[index].fetch_add(1, std::memory_order_relaxed);
+  double sum = sum_.load(std::memory_order_relaxed);
+  while (!sum_.compare_exchange_weak(sum, sum + value, std::memory_order_relaxed)) {
+  }
+  count_.fetch_add(1, std::memory_order_relaxed);
+}
+
+prometheus::ClientMetric::Histogram AtomicHistogram::snapshot() const {
+  prometheus::ClientMetric::Histogram out;
+  std::uint64_t cumulative = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cumulative += buckets_[i].load(std::memory_order_relaxed);
+    prometheus::ClientMetric::Bucket bucket;
+    bucket.cumulative_count = cumulative;
+    bucket.upper_bound = i < bounds_.size() ? bounds_[i] : std::numeric_limits<double>::infinity();
+    out.bucket.push_back(bucket);
+  }
+  // Report the bucket total as the count so that count == +Inf bucket always.
+  out.sample_count = cumulative;
+  out.sample_sum = sum_.load(std::memory_order_relaxed);
+  return out;
+}
+
+struct AtomicHistogramFamily::Entry {
+  Entry(prometheus::Labels l, const std::vector<double>& bounds)
+      : labels(std::move(l)), histogram(bounds) {}
+  prometheus::Labels labels;
+  AtomicHistogram histogram;
+};
+
+AtomicHistogramFamily::AtomicHistogramFamily(std::string name, std::string help,
+                                             std::vector<double> bounds,
+                                             prometheus::Labels constantLabels)
+    : name_(std::move(name)),
+      help_(std::move(help)),
+      bounds_(sorted(std::move(bounds))),
+      constantLabels_(std::move(constantLabels)) {}
+
+AtomicHistogramFamily::~AtomicHistogramFamily() = default;
+
+AtomicHistogram& AtomicHistogramFamily::add(const prometheus::Labels& labels) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& entry : entries_) {
+    if (entry->labels == labels) {
+      return entry->histogram;
+    }
+  }
+  entries_.push_back(std::make_unique<Entry>(labels, bounds_));
+  return entries_.back()->histogram;
+}
+
+std::vector<prometheus::MetricFamily> AtomicHistogramFamily::Collect() const {
+  prometheus::MetricFamily family;
+  family.name = name_;
+  family.help = help_;
+  family.type = prometheus::MetricType::Histogram;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& entry : entries_) {
+    prometheus::ClientMetric metric;
+    std::map<std::string, std::string> all(constantLabels_.begin(), constantLabels_.end());
+    all.insert(entry->labels.begin(), entry->labels.end());
+    for (auto& [name, value] : all) {
+      metric.label.push_back({name, value});
+    }
+    metric.histogram = entry->histogram.snapshot();
+    family.metric.push_back(std::move(metric));
+  }
+  return {std::move(family)};
+}
+
+std::vector<double> transferDurationBuckets() {
+  return {1e-6, 2.5e-6, 5e-6,   1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
+          5e-3, 1e-2,   2.5e-2, 5e-2, 0.1,    0.25, 0.5,  1.0,    2.5,  5.0,  10.0};
+}
+
+std::vector<double> rpcDurationBuckets() {
+  return {5e-6,   1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
+          2.5e-2, 5e-2, 0.1,    0.25, 0.5,  1.0,    2.5,  5.0,  10.0,   30.0, 60.0};
+}
+
+}  // namespace metrics
+}  // namespace rpcjob

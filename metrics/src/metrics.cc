@@ -1,0 +1,44 @@
+#include "rpcjob/metrics/metrics.h"
+
+#include <algorithm>
+
+#include <prometheus/registry.h>
+
+#include "rpcjob/metrics/atomic_histogram.h"
+#include "rpcjob/metrics/channel_metrics.h"
+#include "rpcjob/metrics/rpc_metrics.h"
+
+namespace rpcjob {
+namespace metrics {
+
+Metrics::Metrics(MetricsOptions options)
+    : options_(std::move(options)), registry_(std::make_shared<prometheus::Registry>()) {
+  channels_ = std::make_unique<ChannelMetrics>(*this);
+  rpc_ = std::make_unique<RpcMetrics>(*this);
+}
+
+Metrics::~Metrics() = default;
+
+AtomicHistogramFamily& Metrics::addHistogramFamily(const std::string& name, const std::string& help,
+                                                   std::vector<double> bounds) {
+  histograms_.push_back(std::make_unique<AtomicHistogramFamily>(name, help, std::move(bounds),
+                                                                options_.constantLabels));
+  return *histograms_.back();
+}
+
+std::vector<prometheus::MetricFamily> Metrics::collect() const {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (const auto& histogram : histograms_) {
+    for (auto& family : histogram->Collect()) {
+      families.push_back(std::move(family));
+    }
+  }
+  std::sort(families.begin(), families.end(),
+            [](const prometheus::MetricFamily& a, const prometheus::MetricFamily& b) {
+              return a.name < b.name;
+            });
+  return families;
+}
+
+}  // namespace metrics
+}  // namespace rpcjob

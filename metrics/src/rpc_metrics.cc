@@ -1,0 +1,173 @@
+#include "rpcjob/metrics/rpc_metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include "rpcjob/metrics/atomic_histogram.h"
+#include "rpcjob/metrics/metrics.h"
+#include "rpcjob/metrics/names.h"
+
+namespace rpcjob {
+namespace metrics {
+
+const char* toString(Side side) {
+  return side == Side::kClient ? "client" : "server";
+}
+
+FunctionHandles::FunctionHandles(Side side, std::string function,
+                                 prometheus::Family<prometheus::Counter>& calls,
+                                 prometheus::Gauge& inFlight, AtomicHistogram& duration)
+    : side_(side),
+      function_(std::move(function)),
+      callsFamily_(calls),
+      inFlight_(&inFlight),
+      duration_(&duration),
+      ok_(&calls.Add({{labels::kSide, toString(side)},
+                      {labels::kFunction, function_},
+                      {labels::kStatus, status::kOk}})),
+      error_(&calls.Add({{labels::kSide, toString(side)},
+                         {labels::kFunction, function_},
+                         {labels::kStatus, status::kError}})),
+      timeout_(&calls.Add({{labels::kSide, toString(side)},
+                           {labels::kFunction, function_},
+                           {labels::kStatus, status::kTimeout}})) {}
+
+void FunctionHandles::started() const noexcept {
+  inFlight_->Increment();
+}
+
+void FunctionHandles::finished(const std::string& callStatus, double seconds) {
+  inFlight_->Decrement();
+  calls(callStatus).Increment();
+  duration_->observe(seconds);
+}
+
+prometheus::Counter& FunctionHandles::calls(const std::string& callStatus) {
+  if (callStatus == status::kOk) {
+    return *ok_;
+  }
+  if (callStatus == status::kError) {
+    return *error_;
+  }
+  if (callStatus == status::kTimeout) {
+    return *timeout_;
+  }
+  return callsFamily_.Add({{labels::kSide, toString(side_)},
+                           {labels::kFunction, function_},
+                           {labels::kStatus, callStatus}});
+}
+
+RpcMetrics::RpcMetrics(Metrics& metrics)
+    : metrics_(metrics),
+      calls_(prometheus::BuildCounter()
+                 .Name(names::kRpcCalls)
+                 .Help("RPC calls completed, by side (client/server), function and status")
+                 .Labels(metrics.options().constantLabels)
+                 .Register(metrics.registry())),
+      duration_(metrics.addHistogramFamily(
+          names::kRpcDuration,
+          "RPC latency by side and function: client from call to response, server from "
+          "request to response sent",
+          rpcDurationBuckets())),
+      handshakes_(prometheus::BuildCounter()
+                      .Name(names::kPipeHandshakes)
+                      .Help("TensorPipe pipes established, by peer")
+                      .Labels(metrics.options().constantLabels)
+                      .Register(metrics.registry())),
+      handshakeDuration_(metrics.addHistogramFamily(
+          names::kPipeHandshakeDuration, "Time to establish a pipe to a peer (handshake)",
+          transferDurationBuckets())),
+      selected_(prometheus::BuildGauge()
+                    .Name(names::kChannelSelected)
+                    .Help("1 for the channel TensorPipe selected for a peer and device pair")
+                    .Labels(metrics.options().constantLabels)
+                    .Register(metrics.registry())),
+      // No constant labels here: the info metric carries worker and job itself.
+      info_(prometheus::BuildGauge()
+                .Name(names::kWorkerInfo)
+                .Help("1, labelled with this worker's identity")
+                .Register(metrics.registry())) {
+  auto& inFlight = prometheus::BuildGauge()
+                       .Name(names::kRpcInFlight)
+                       .Help("RPC calls in flight, by side (client/server)")
+                       .Labels(metrics.options().constantLabels)
+                       .Register(metrics.registry());
+  inFlight_[0] = &inFlight.Add({{labels::kSide, toString(Side::kClient)}});
+  inFlight_[1] = &inFlight.Add({{labels::kSide, toString(Side::kServer)}});
+}
+
+RpcMetrics::~RpcMetrics() = default;
+
+FunctionHandles& RpcMetrics::function(Side side, const std::string& function) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& slot = functions_[{static_cast<int>(side), function}];
+  if (!slot) {
+    auto& duration =
+        duration_.add({{labels::kSide, toString(side)}, {labels::kFunction, function}});
+    slot = std::make_unique<FunctionHandles>(side, function, calls_,
+                                             *inFlight_[static_cast<int>(side)], duration);
+  }
+  return *slot;
+}
+
+void RpcMetrics::callStarted(const std::string& fn, const std::string& /*peer*/) {
+  function(Side::kClient, fn).started();
+}
+
+void RpcMetrics::callFinished(const std::string& fn, const std::string& /*peer*/,
+                              const std::string& callStatus, double seconds) {
+  function(Side::kClient, fn).finished(callStatus, seconds);
+}
+
+void RpcMetrics::serverCallStarted(const std::string& fn, const std::string& /*peer*/) {
+  function(Side::kServer, fn).started();
+}
+
+void RpcMetrics::serverCallFinished(const std::string& fn, const std::string& /*peer*/,
+                                    const std::string& callStatus, double seconds) {
+  function(Side::kServer, fn).finished(callStatus, seconds);
+}
+
+void RpcMetrics::pipeOpened(const std::string& peer, double handshakeSeconds) {
+  const std::string label = metrics_.peerLabel(peer);
+  handshakes_.Add({{labels::kPeer, label}}).Increment();
+  handshakeDuration_.add({{labels::kPeer, label}}).observe(handshakeSeconds);
+}
+
+void RpcMetrics::channelSelected(const std::string& peer, const std::string& localDevice,
+                                 const std::string& remoteDevice, const std::string& channel) {
+  const std::string label = metrics_.peerLabel(peer);
+  auto& gauge = selected_.Add({{labels::kPeer, label},
+                               {labels::kLocalDevice, localDevice},
+                               {labels::kRemoteDevice, remoteDevice},
+                               {labels::kChannel, channel}});
+  gauge.Set(1);
+  if (!metrics_.options().peerLabel) {
+    // Without the peer label a series stands for "some peer uses this channel
+    // for this device pair"; another peer's choice does not unset it.
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& previous = selection_[{label, localDevice, remoteDevice}];
+  if (previous != nullptr && previous != &gauge) {
+    previous->Set(0);
+  }
+  previous = &gauge;
+}
+
+void RpcMetrics::setWorkerInfo(const WorkerInfo& info) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (infoGauge_ != nullptr) {
+    info_.Remove(infoGauge_);
+  }
+  infoGauge_ = &info_.Add({{labels::kWorker, info.worker},
+                           {labels::kRank, std::to_string(info.rank)},
+                           {labels::kJob, info.job},
+                           {labels::kNode, info.node}});
+  infoGauge_->Set(1);
+}
+
+}  // namespace metrics
+}  // namespace rpcjob
