@@ -13,7 +13,8 @@
 #
 # Prints build times and image sizes. Slow (libtorch code compiled inside the image):
 # ctest registers it only with -DRPCJOB_IMAGE_TESTS=ON. RPCJOB_IMAGES="operator" or
-# "worker" builds one; RPCJOB_IMAGE_JOBS sets the build's parallelism (default 2).
+# "worker" builds one; RPCJOB_IMAGE_JOBS sets the build's parallelism (default 2);
+# RPCJOB_IMAGE_REUSE=1 smoke-tests images already built instead of rebuilding them.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "${1:-$here/../..}" && pwd)
@@ -53,6 +54,11 @@ build_args=(--build-arg "BASE_IMAGE=$base_image" --build-arg "VERSION=$version"
 
 build() {  # build NAME -> localhost/rpcjob-NAME:VERSION
   local name=$1 start=$SECONDS log=$workdir/build-$1.log
+  if [ "${RPCJOB_IMAGE_REUSE:-0}" = 1 ] && image_exists "localhost/rpcjob-$name:$version"; then
+    echo "images: reusing localhost/rpcjob-$name:$version (RPCJOB_IMAGE_REUSE=1)"
+    summary+=("rpcjob-$name reused, $(bah images --format '{{.Size}}' "localhost/rpcjob-$name:$version" | head -n1)")
+    return 0
+  fi
   echo "images: building rpcjob-$name (log: $log)"
   if ! nice -n 19 buildah --root "$storage_root" --runroot "$workdir/run" --storage-driver vfs \
         bud --isolation chroot --layers=false -f "$context/docker/$name.Dockerfile" "${ctx_args[@]}" \
@@ -91,7 +97,7 @@ check_common() {  # check_common NAME BINARY...
                    *) fail "rpcjob-$name: $bin --version printed '$out', not $version" ;; esac
   done
   # Runtime stage: no compiler, no -dev package.
-  dev=$(run_in "$image" sh -c 'dpkg-query -W -f="\${Package}\n" | grep -E -- "-dev$|^g\+\+|^gcc|^cmake$" || true')
+  dev=$(run_in "$image" sh -c 'dpkg-query -W -f="\${Package}\n" | grep -E -- "-dev$|^(gcc|g\+\+|cpp|clang|cmake|ninja-build|make)(-[0-9]+)?$" || true')
   [ -z "$dev" ] && echo "ok: rpcjob-$name: no compiler or -dev package" \
     || fail "rpcjob-$name: build packages in the runtime image: $(echo $dev)"
 }
