@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
 #include <utility>
 
 namespace rpcjob {
@@ -85,9 +84,11 @@ std::vector<prometheus::MetricFamily> AtomicHistogramFamily::Collect() const {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& entry : entries_) {
     prometheus::ClientMetric metric;
-    std::map<std::string, std::string> all(constantLabels_.begin(), constantLabels_.end());
-    all.insert(entry->labels.begin(), entry->labels.end());
-    for (auto& [name, value] : all) {
+    // Constant labels first, as prometheus-cpp's own families do.
+    for (const auto& [name, value] : constantLabels_) {
+      metric.label.push_back({name, value});
+    }
+    for (const auto& [name, value] : entry->labels) {
       metric.label.push_back({name, value});
     }
     metric.histogram = entry->histogram.snapshot();

@@ -1,0 +1,166 @@
+// Metric definitions: names, labels, handles, histograms, the README.
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <prometheus/counter.h>
+
+#include "rpcjob/metrics/atomic_histogram.h"
+#include "rpcjob/metrics/channel_metrics.h"
+#include "rpcjob/metrics/http_server.h"
+#include "rpcjob/metrics/metrics.h"
+#include "rpcjob/metrics/names.h"
+#include "rpcjob/metrics/rpc_metrics.h"
+
+namespace rpcjob {
+namespace metrics {
+namespace {
+
+std::string text(const Metrics& m) {
+  return HttpServer::serialize(m.collect());
+}
+
+bool has(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+TEST(AtomicHistogram, BucketsAreCumulativeAndInclusive) {
+  std::vector<double> bounds{1, 2, 4};
+  AtomicHistogram h(bounds);
+  for (double v : {0.5, 1.0, 1.5, 4.0, 9.0}) h.observe(v);
+  auto s = h.snapshot();
+  ASSERT_EQ(s.bucket.size(), 4u);
+  EXPECT_EQ(s.bucket[0].cumulative_count, 2u);  // <= 1
+  EXPECT_EQ(s.bucket[1].cumulative_count, 3u);  // <= 2
+  EXPECT_EQ(s.bucket[2].cumulative_count, 4u);  // <= 4
+  EXPECT_EQ(s.bucket[3].cumulative_count, 5u);  // +Inf
+  EXPECT_EQ(s.sample_count, 5u);
+  EXPECT_DOUBLE_EQ(s.sample_sum, 16.0);
+}
+
+TEST(AtomicHistogram, ConcurrentObservationsAreAllCounted) {
+  std::vector<double> bounds = transferDurationBuckets();
+  AtomicHistogram h(bounds);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10000; ++i) h.observe(1e-3);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(h.snapshot().sample_count, 40000u);
+  EXPECT_NEAR(h.snapshot().sample_sum, 40.0, 1e-6);
+}
+
+TEST(ChannelMetrics, HandlesAreCachedPerLabelSet) {
+  Metrics m({true, {{"rpcjob_job", "j"}, {"worker", "w0"}}});
+  TransferLabels labels{"cma", Direction::kSend, "w1", "cpu", "cpu"};
+  auto& a = m.channels().transfer(labels);
+  auto& b = m.channels().transfer(labels);
+  EXPECT_EQ(&a, &b);
+  labels.direction = Direction::kRecv;
+  EXPECT_NE(&a, &m.channels().transfer(labels));
+  a.recordSuccess(100, 1e-5);
+  a.recordSuccess(28, 1e-5);
+  a.recordError();
+  const std::string out = text(m);
+  const std::string series =
+      "{rpcjob_job=\"j\",worker=\"w0\",channel=\"cma\",direction=\"send\",local_device=\"cpu\","
+      "peer=\"w1\",remote_device=\"cpu\"}";
+  EXPECT_TRUE(has(out, "rpcjob_channel_transfers_total" + series + " 2")) << out;
+  EXPECT_TRUE(has(out, "rpcjob_channel_bytes_total" + series + " 128")) << out;
+  EXPECT_TRUE(has(out, "rpcjob_channel_errors_total" + series + " 1")) << out;
+  EXPECT_TRUE(has(out, "rpcjob_channel_transfer_duration_seconds_count" + series + " 2")) << out;
+}
+
+TEST(ChannelMetrics, PeerLabelOffBoundsCardinality) {
+  Metrics m({false, {}});
+  auto& a = m.channels().transfer({"basic", Direction::kSend, "w1", "cpu", "cpu"});
+  auto& b = m.channels().transfer({"basic", Direction::kSend, "w2", "cpu", "cpu"});
+  EXPECT_EQ(&a, &b);
+  EXPECT_EQ(&m.channels().transport("uv", "w1"), &m.channels().transport("uv", "w2"));
+}
+
+TEST(RpcMetrics, CallsInFlightAndLatency) {
+  Metrics m;
+  auto& rpc = m.rpc();
+  rpc.callStarted("add", "w1");
+  rpc.callStarted("add", "w1");
+  rpc.serverCallStarted("add", "w1");
+  rpc.callFinished("add", "w1", status::kOk, 2e-5);
+  std::string out = text(m);
+  EXPECT_TRUE(has(out, "rpcjob_rpc_in_flight{side=\"client\"} 1")) << out;
+  EXPECT_TRUE(has(out, "rpcjob_rpc_in_flight{side=\"server\"} 1")) << out;
+  EXPECT_TRUE(has(out, "rpcjob_rpc_calls_total{function=\"add\",side=\"client\",status=\"ok\"} 1"));
+  EXPECT_TRUE(has(out, "rpcjob_rpc_duration_seconds_count{function=\"add\",side=\"client\"} 1"));
+  rpc.callFinished("add", "w1", "cancelled", 1.0);
+  rpc.serverCallFinished("add", "w1", status::kError, 1e-4);
+  out = text(m);
+  EXPECT_TRUE(has(out, "status=\"cancelled\"} 1"));
+  EXPECT_TRUE(has(out, "rpcjob_rpc_in_flight{side=\"client\"} 0"));
+  EXPECT_TRUE(
+      has(out, "rpcjob_rpc_calls_total{function=\"add\",side=\"server\",status=\"error\"} 1"));
+  // Cached handles are the same objects the string API uses.
+  EXPECT_EQ(&rpc.function(Side::kClient, "add"), &rpc.function(Side::kClient, "add"));
+}
+
+TEST(RpcMetrics, PipesSelectionAndInfo) {
+  Metrics m;
+  auto& rpc = m.rpc();
+  rpc.pipeOpened("w1", 0.002);
+  rpc.channelSelected("w1", "cuda:0", "cuda:1", "cuda_basic");
+  rpc.channelSelected("w1", "cuda:0", "cuda:1", "cuda_ipc");
+  rpc.setWorkerInfo({"worker0", 3, "resnet", "node-a"});
+  const std::string out = text(m);
+  EXPECT_TRUE(has(out, "rpcjob_pipe_handshakes_total{peer=\"w1\"} 1"));
+  EXPECT_TRUE(has(out, "rpcjob_pipe_handshake_duration_seconds_count{peer=\"w1\"} 1"));
+  EXPECT_TRUE(has(out,
+                  "rpcjob_channel_selected{channel=\"cuda_basic\",local_device=\"cuda:0\","
+                  "peer=\"w1\",remote_device=\"cuda:1\"} 0"))
+      << out;
+  EXPECT_TRUE(has(out,
+                  "rpcjob_channel_selected{channel=\"cuda_ipc\",local_device=\"cuda:0\","
+                  "peer=\"w1\",remote_device=\"cuda:1\"} 1"));
+  EXPECT_TRUE(has(out,
+                  "rpcjob_worker_info{node=\"node-a\",rank=\"3\",rpcjob_job=\"resnet\","
+                  "worker=\"worker0\"} 1"))
+      << out;
+}
+
+// Every metric in names.h is documented in metrics/README.md, and the
+// exporter produces exactly these names.
+TEST(Names, AllDocumentedAndExported) {
+  std::ifstream file(RPCJOB_METRICS_README);
+  ASSERT_TRUE(file) << RPCJOB_METRICS_README;
+  std::stringstream readme;
+  readme << file.rdbuf();
+  Metrics m;
+  m.rpc().setWorkerInfo({"w", 0, "j", "n"});
+  // Families without a series are not exported: make one of each.
+  m.channels().transfer({"basic", Direction::kSend, "p", "cpu", "cpu"});
+  m.channels().transport("uv", "p");
+  m.rpc().callStarted("f", "p");
+  m.rpc().pipeOpened("p", 0.1);
+  m.rpc().channelSelected("p", "cpu", "cpu", "basic");
+  std::set<std::string> exported;
+  for (const auto& family : m.collect()) exported.insert(family.name);
+  for (const char* name :
+       {names::kChannelTransfers, names::kChannelBytes, names::kChannelErrors,
+        names::kChannelTransferDuration, names::kTransportConnections, names::kTransportBytes,
+        names::kTransportErrors, names::kRpcCalls, names::kRpcDuration, names::kRpcInFlight,
+        names::kPipeHandshakes, names::kPipeHandshakeDuration, names::kChannelSelected,
+        names::kWorkerInfo}) {
+    EXPECT_TRUE(has(readme.str(), std::string("`") + name + "`")) << name << " not in README";
+    EXPECT_EQ(exported.count(name), 1u) << name << " not exported";
+    EXPECT_EQ(std::string(name).rfind("rpcjob_", 0), 0u);
+  }
+  EXPECT_EQ(exported.size(), 14u);
+}
+
+}  // namespace
+}  // namespace metrics
+}  // namespace rpcjob
