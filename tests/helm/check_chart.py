@@ -354,6 +354,12 @@ class Checker:
 
     def check_rbac(self):
         declared, where = scan_markers(os.path.join(self.src, "operator"))
+        # Cross-check: every Resource constant the operator's code uses has a marker.
+        marked = {(g, r) for g, r, _ in declared}
+        for (group, plural), loc in sorted(scan_resource_uses(os.path.join(self.src, "operator")).items()):
+            if (group, plural) not in marked:
+                self.fail(f"the operator uses {plural} (group {group or 'core'}) at {loc}, "
+                          "but no // +rpcjob:rbac: marker declares any verb on it")
         self.require_sources()
         for sets, what in (([], "all namespaces"), (["operator.watchNamespace=jobs"], "watchNamespace=jobs")):
             granted = {}
@@ -423,6 +429,34 @@ def scan_markers(operator_dir):
                      "e.g. `// +rpcjob:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update` "
                      "(format: helm/README.md)")
     return declared, where
+
+
+RESOURCE_DEF = re.compile(r'\bconst\s+Resource\s+(k\w+)\s*\{\s*"([^"]*)"\s*,\s*"[^"]*"\s*,\s*"([^"]+)"')
+
+
+def scan_resource_uses(operator_dir):
+    """{(group, plural): "file:line"} for each `const Resource kX{"group", "v1", "plural", ...}`
+    the operator defines and uses elsewhere (a use without a marker is a missing RBAC rule).
+    Empty when the client defines its resources some other way."""
+    sources = [p for ext in ("*.h", "*.hh", "*.hpp", "*.cc", "*.cpp", "*.cxx")
+               for p in glob.glob(os.path.join(operator_dir, "**", ext), recursive=True)]
+    texts = {}
+    for p in sources:
+        with open(p, encoding="utf-8", errors="replace") as f:
+            texts[p] = f.read()
+    defs = {}
+    for text in texts.values():
+        for m in RESOURCE_DEF.finditer(text):
+            defs[m.group(1)] = (m.group(2), m.group(3))
+    uses = {}
+    for p, text in sorted(texts.items()):
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if re.search(r"\bconst\s+Resource\s+k", line) or line.lstrip().startswith("//"):
+                continue
+            for name in re.findall(r"\b(k[A-Z]\w*)\b", line):
+                if name in defs:
+                    uses.setdefault(defs[name], f"{os.path.relpath(p, os.path.dirname(operator_dir))}:{lineno}")
+    return uses
 
 
 def main():
