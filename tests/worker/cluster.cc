@@ -1,0 +1,118 @@
+#include "cluster.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <stdexcept>
+#include <thread>
+
+#include "rpcjob/assignment/environment.h"
+#include "test_functions.h"
+
+namespace rpcjob::testing {
+namespace {
+
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    throw std::runtime_error("cannot find a free port");
+  }
+  int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+// exit code, or 128 + signal; -1 when still running at the deadline.
+int waitFor(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    int status = 0;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0) return -2;
+    if (std::chrono::steady_clock::now() >= deadline) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace
+
+Cluster::Cluster(int workers, runtime::RuntimeOptions options) {
+  for (int rank = 0; rank <= workers; ++rank) {
+    if (rank) peers_ += ",";
+    peers_ += name(rank) + "@127.0.0.1:" + std::to_string(freePort());
+  }
+  pids_.assign(workers + 1, -1);
+  for (int rank = 1; rank <= workers; ++rank) spawn(rank);
+  driver_ = std::make_unique<runtime::Runtime>(assignmentFromPeerList(peers_), "driver",
+                                               std::move(options));
+  registerTestFunctions(*driver_);
+  driver_->start();  // returns once every worker answered the handshake
+}
+
+Cluster::~Cluster() {
+  if (!shutDown_) shutdown();
+}
+
+void Cluster::spawn(int rank) {
+  // Everything the child needs is built before fork(): only async-signal-safe
+  // calls may follow it in a process that has threads.
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry = *e;
+    for (const char* drop : {kEnvPeers, kEnvWorkerName, kEnvAssignmentPath, kEnvRank}) {
+      if (entry.rfind(std::string(drop) + "=", 0) == 0) entry.clear();
+    }
+    if (!entry.empty()) env.push_back(std::move(entry));
+  }
+  env.push_back(std::string(kEnvPeers) + "=" + peers_);
+  env.push_back(std::string(kEnvWorkerName) + "=" + name(rank));
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  char* argv[] = {const_cast<char*>(RPCJOB_TEST_WORKER), nullptr};
+  pid_t pid = fork();
+  if (pid == 0) {
+    execve(RPCJOB_TEST_WORKER, argv, envp.data());
+    _exit(127);
+  }
+  pids_[rank] = pid;
+}
+
+void Cluster::kill(int rank) {
+  ::kill(pids_[rank], SIGKILL);
+  waitFor(pids_[rank], std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  pids_[rank] = -1;
+}
+
+void Cluster::restart(int rank) {
+  spawn(rank);
+}
+
+std::vector<int> Cluster::shutdown(std::chrono::seconds deadline) {
+  shutDown_ = true;
+  driver_->shutdown(runtime::ShutdownMode::kGraceful, deadline);
+  auto until = std::chrono::steady_clock::now() + deadline;
+  std::vector<int> codes;
+  for (size_t rank = 1; rank < pids_.size(); ++rank) {
+    if (pids_[rank] < 0) continue;
+    int code = waitFor(pids_[rank], until);
+    if (code == -1) {
+      ::kill(pids_[rank], SIGKILL);
+      waitFor(pids_[rank], std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    }
+    codes.push_back(code);
+  }
+  driver_.reset();
+  return codes;
+}
+
+}  // namespace rpcjob::testing

@@ -1,0 +1,78 @@
+// A peer killed mid-call fails the call promptly, and calls reconnect once it is
+// back (PyTorch cannot: pytorch#40936).
+#include <ATen/core/ivalue.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "cluster.h"
+
+namespace rpcjob::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+TEST(FailureTest, KilledPeerFailsPendingCallsAndRestartedPeerIsReachable) {
+  Cluster cluster(2);
+  runtime::Runtime& rt = cluster.driver();
+  std::vector<runtime::Future> pending;
+  for (int i = 0; i < 4; ++i) pending.push_back(rt.rpcAsync("w1", "sleep_ms", {int64_t{20000}}));
+  ASSERT_EQ(rt.rpcSync("w1", "identity", {int64_t{1}}).toInt(), 1);  // w1 is serving them
+  auto killedAt = Clock::now();
+  cluster.kill(1);
+  for (auto& f : pending) {
+    ASSERT_TRUE(f.waitFor(std::chrono::seconds(5))) << "a call to a dead peer hangs";
+    try {
+      std::rethrow_exception(f.error());
+    } catch (const runtime::RpcError& e) {
+      EXPECT_EQ(e.code(), runtime::ErrorCode::kConnection) << e.what();
+      EXPECT_EQ(e.worker(), "w1");
+    }
+  }
+  EXPECT_LT(Clock::now() - killedAt, std::chrono::seconds(2));
+  // While it is down: an error, not a hang.
+  runtime::CallOptions quick;
+  quick.timeout = std::chrono::seconds(5);
+  EXPECT_THROW(rt.rpcSync("w1", "identity", {int64_t{2}}, quick), runtime::RpcError);
+  // Other peers are unaffected.
+  EXPECT_EQ(rt.rpcSync("w2", "identity", {int64_t{3}}).toInt(), 3);
+
+  cluster.restart(1);
+  auto until = Clock::now() + std::chrono::seconds(30);
+  bool reconnected = false;
+  while (!reconnected && Clock::now() < until) {
+    try {
+      reconnected = rt.rpcSync("w1", "identity", {int64_t{4}}, quick).toInt() == 4;
+    } catch (const runtime::RpcError& e) {
+      ASSERT_EQ(e.code(), runtime::ErrorCode::kConnection) << e.what();  // still starting
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  EXPECT_TRUE(reconnected);
+  // The restarted worker reaches the others too.
+  EXPECT_EQ(rt.rpcSync("w1", "call_peer", {std::string("w2"), int64_t{6}}).toInt(), 6);
+  for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
+}
+
+TEST(FailureTest, GracefulShutdownDoesNotHangOnADeadPeer) {
+  Cluster cluster(2);
+  cluster.kill(2);
+  auto start = Clock::now();
+  std::vector<int> codes = cluster.shutdown(std::chrono::seconds(20));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  for (int code : codes) EXPECT_EQ(code, 0);
+}
+
+TEST(FailureTest, ImmediateShutdownFailsPendingCalls) {
+  Cluster cluster(1);
+  runtime::Future slow = cluster.driver().rpcAsync("w1", "sleep_ms", {int64_t{3000}});
+  cluster.driver().shutdown(runtime::ShutdownMode::kImmediate);
+  ASSERT_TRUE(slow.waitFor(std::chrono::seconds(1)));
+  EXPECT_TRUE(slow.hasError());
+  // The worker still waits in its barrier for the driver: the driver is gone, so
+  // its join call fails and it exits.
+  for (int code : cluster.shutdown(std::chrono::seconds(20))) EXPECT_EQ(code, 0);
+}
+
+}  // namespace
+}  // namespace rpcjob::testing

@@ -1,0 +1,71 @@
+// The RRef lifecycle across three processes: the owner keeps the value while any
+// user (here: the driver, then w2 through a fork) holds it, and frees it after.
+#include <ATen/core/ivalue.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/ones.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "cluster.h"
+
+namespace rpcjob::testing {
+namespace {
+
+int64_t ownedOn(runtime::Runtime& rt, const std::string& worker) {
+  return rt.rpcSync(worker, runtime::kBuiltinOwnerRRefCount, {}).toInt();
+}
+
+// Deletes are fire-and-forget messages; poll the owner's count with a deadline.
+bool eventuallyOwned(runtime::Runtime& rt, const std::string& worker, int64_t expected) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < until) {
+    if (ownedOn(rt, worker) == expected) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+TEST(RRefTest, OwnerFreesTheValueOnceEveryUserIsGone) {
+  Cluster cluster(2);
+  runtime::Runtime& rt = cluster.driver();
+  at::Tensor value = at::ones({4, 4});
+  {
+    runtime::RRef rref = rt.remote("w1", "identity", {value});
+    EXPECT_EQ(rref.owner(), "w1");
+    EXPECT_FALSE(rref.isOwner());
+    rref.confirmed().value();
+    EXPECT_TRUE(at::equal(rref.toHere().toTensor(), value));
+    EXPECT_EQ(ownedOn(rt, "w1"), 1);
+    EXPECT_THROW(rref.localValue(), runtime::RpcError);
+
+    // Fork to a third worker, which keeps it.
+    rt.rpcSync("w2", "hold", {rref.toIValue()});
+    EXPECT_TRUE(at::equal(rt.rpcSync("w2", "fetch_held", {}).toTensor(), value));
+  }
+  // The driver's reference is gone; w2's fork keeps the value alive.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(ownedOn(rt, "w1"), 1);
+  EXPECT_TRUE(at::equal(rt.rpcSync("w2", "fetch_held", {}).toTensor(), value));
+  EXPECT_EQ(rt.rpcSync("w2", "release", {}).toInt(), 1);
+  EXPECT_TRUE(eventuallyOwned(rt, "w1", 0));
+
+  // An RRef whose function fails reports the error on confirmation and toHere.
+  runtime::RRef failed = rt.remote("w1", "raise", {std::string("no value")});
+  EXPECT_TRUE(failed.confirmed().hasError());
+  EXPECT_THROW(failed.toHere(), runtime::RpcError);
+
+  // Forking an RRef that this worker owns... the driver owns nothing, so fork
+  // one owned by w1 back to its owner: the owner sees its own value.
+  runtime::RRef back = rt.remote("w1", "identity", {int64_t{9}});
+  back.confirmed().value();
+  rt.rpcSync("w1", "hold", {back.toIValue()});
+  EXPECT_EQ(rt.rpcSync("w1", "fetch_held", {}).toInt(), 9);
+  rt.rpcSync("w1", "release", {});
+  back = runtime::RRef();
+  EXPECT_TRUE(eventuallyOwned(rt, "w1", 0));
+  for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
+}
+
+}  // namespace
+}  // namespace rpcjob::testing

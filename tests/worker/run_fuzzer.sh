@@ -1,0 +1,13 @@
+#!/bin/sh
+# Builds the header decoder's libFuzzer target with clang and runs it for a
+# bounded time. Usage: run_fuzzer.sh CLANGXX WORKER_DIR OUT_DIR SECONDS
+set -eu
+clangxx=$1 worker=$2 out=$3 seconds=$4
+mkdir -p "$out/corpus"
+"$clangxx" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  -I"$worker/src" "$worker/fuzz/header_codec_fuzzer.cc" "$worker/src/header_codec.cc" \
+  -o "$out/header_codec_fuzzer"
+# Seeds: a valid header, so the fuzzer starts from the interesting part of the space.
+printf 'RJ\001\003\000\000\001\000\000\000\000\000\000\000\000\000\000\000\002\000ab\000\000\000\000' \
+  > "$out/corpus/seed-call"
+"$out/header_codec_fuzzer" -max_total_time="$seconds" -max_len=4096 -timeout=5 "$out/corpus"

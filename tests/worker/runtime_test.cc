@@ -1,0 +1,143 @@
+// Calls between real processes: values of every kind, tensors of every shape,
+// errors, timeouts, continuations and the channel report.
+#include <ATen/core/ivalue.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
+#include <gtest/gtest.h>
+
+#include "cluster.h"
+
+namespace rpcjob::testing {
+namespace {
+
+using runtime::ErrorCode;
+using runtime::RpcError;
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { cluster_ = new Cluster(2); }
+  static void TearDownTestSuite() {
+    std::vector<int> codes = cluster_->shutdown();
+    for (int code : codes) EXPECT_EQ(code, 0) << "a worker did not exit cleanly";
+    delete cluster_;
+  }
+  runtime::Runtime& rt() { return cluster_->driver(); }
+  c10::IValue echo(const c10::IValue& v) { return rt().rpcSync("w1", "identity", {v}); }
+  static Cluster* cluster_;
+};
+Cluster* RuntimeTest::cluster_ = nullptr;
+
+ErrorCode codeOf(const std::function<void()>& fn, std::string* message = nullptr) {
+  try {
+    fn();
+  } catch (const RpcError& e) {
+    if (message) *message = e.what();
+    return e.code();
+  }
+  ADD_FAILURE() << "no RpcError";
+  return ErrorCode::kInvalidArgument;
+}
+
+TEST_F(RuntimeTest, ScalarsStringsAndNoneRoundTrip) {
+  EXPECT_EQ(echo(int64_t{-42}).toInt(), -42);
+  EXPECT_DOUBLE_EQ(echo(2.5).toDouble(), 2.5);
+  EXPECT_EQ(echo(true).toBool(), true);
+  EXPECT_EQ(echo(std::string("héllo")).toStringRef(), "héllo");
+  EXPECT_TRUE(echo(c10::IValue()).isNone());
+}
+
+TEST_F(RuntimeTest, ContainersRoundTrip) {
+  c10::List<int64_t> ints({1, 2, 3});
+  EXPECT_EQ(echo(ints).toIntVector(), std::vector<int64_t>({1, 2, 3}));
+  c10::Dict<std::string, at::Tensor> dict;
+  dict.insert("a", at::ones({2}));
+  dict.insert("b", at::zeros({3}));
+  auto back = echo(dict).toGenericDict();
+  EXPECT_EQ(back.size(), 2u);
+  EXPECT_TRUE(at::equal(back.at("b").toTensor(), at::zeros({3})));
+  auto tuple = c10::ivalue::Tuple::create(
+      {c10::IValue(at::ones({2, 2})), c10::IValue(std::string("x")),
+       c10::IValue(c10::List<at::Tensor>({at::ones({1}), at::zeros({1})}))});
+  auto t = echo(tuple).toTuple();
+  ASSERT_EQ(t->elements().size(), 3u);
+  EXPECT_TRUE(at::equal(t->elements()[0].toTensor(), at::ones({2, 2})));
+  EXPECT_EQ(t->elements()[1].toStringRef(), "x");
+  EXPECT_EQ(t->elements()[2].toTensorList().size(), 2u);
+}
+
+TEST_F(RuntimeTest, TensorsOfEveryShapeRoundTrip) {
+  at::Tensor big = at::arange(16 * 1024 * 1024, at::kFloat);  // 64 MB
+  EXPECT_TRUE(at::equal(echo(big).toTensor(), big));
+  at::Tensor transposed = at::arange(12, at::kLong).reshape({3, 4}).t();
+  ASSERT_FALSE(transposed.is_contiguous());
+  EXPECT_TRUE(at::equal(echo(transposed).toTensor(), transposed));
+  at::Tensor empty = at::zeros({0, 5});
+  at::Tensor back = echo(empty).toTensor();
+  EXPECT_EQ(back.sizes(), empty.sizes());
+  at::Tensor slice = at::arange(100, at::kDouble).slice(0, 10, 20);  // a view into a bigger storage
+  EXPECT_TRUE(at::equal(echo(slice).toTensor(), slice));
+  at::Tensor scalar = at::ones({}, at::kInt);
+  EXPECT_TRUE(at::equal(echo(scalar).toTensor(), scalar));
+  EXPECT_TRUE(at::equal(rt().rpcSync("w1", "add", {at::ones({3}), at::ones({3})}).toTensor(),
+                        at::ones({3}).add(at::ones({3}))));
+}
+
+TEST_F(RuntimeTest, RemoteExceptionNamesTheWorkerAndMessage) {
+  std::string message;
+  EXPECT_EQ(codeOf([&] { rt().rpcSync("w1", "raise", {std::string("bad input")}); }, &message),
+            ErrorCode::kRemoteException);
+  EXPECT_NE(message.find("w1"), std::string::npos) << message;
+  EXPECT_NE(message.find("bad input"), std::string::npos) << message;
+}
+
+TEST_F(RuntimeTest, UnknownFunctionIsAClearError) {
+  std::string message;
+  EXPECT_EQ(codeOf([&] { rt().rpcSync("w1", "no_such_function", {}); }, &message),
+            ErrorCode::kUnknownFunction);
+  EXPECT_NE(message.find("no_such_function"), std::string::npos) << message;
+  EXPECT_EQ(codeOf([&] { rt().rpcSync("nobody", "identity", {}); }), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(RuntimeTest, TimeoutFailsTheCallAndLaterCallsWork) {
+  runtime::CallOptions options;
+  options.timeout = std::chrono::milliseconds(200);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(codeOf([&] { rt().rpcSync("w2", "sleep_ms", {int64_t{1500}}, options); }),
+            ErrorCode::kTimeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1200));
+  EXPECT_EQ(rt().rpcSync("w2", "identity", {int64_t{7}}).toInt(), 7);
+}
+
+TEST_F(RuntimeTest, AsyncCallsThenAndNestedCalls) {
+  std::vector<runtime::Future> futures;
+  for (int64_t i = 0; i < 1000; ++i) futures.push_back(rt().rpcAsync("w1", "identity", {i}));
+  for (int64_t i = 0; i < 1000; ++i) EXPECT_EQ(futures[i].value().toInt(), i);
+  auto chained = rt().rpcAsync("w1", "identity", {int64_t{20}}).then([](const runtime::Future& f) {
+    return c10::IValue(f.value().toInt() + 1);
+  });
+  EXPECT_EQ(chained.value().toInt(), 21);
+  // w1 calls w2 from inside a function.
+  EXPECT_EQ(rt().rpcSync("w1", "call_peer", {std::string("w2"), int64_t{5}}).toInt(), 5);
+  EXPECT_EQ(rt().rpcSync("w2", "caller", {}).toStringRef(), "driver");
+  EXPECT_EQ(rt().rpcSync("driver", "identity", {int64_t{3}}).toInt(), 3);  // to ourselves
+}
+
+TEST_F(RuntimeTest, ReportsTheChannelPerPeerAndDevicePair) {
+  auto choices = rt().channelChoices();
+  ASSERT_FALSE(choices.empty());
+  bool sawW1 = false;
+  for (const auto& c : choices) {
+    if (c.peer != "w1") continue;
+    sawW1 = true;
+    EXPECT_EQ(c.localDevice, "cpu:0");
+    EXPECT_EQ(c.remoteDevice, "cpu:0");
+    EXPECT_FALSE(c.channel.empty());
+    EXPECT_EQ(c.transport, "shm");  // same host: shm beats uv
+  }
+  EXPECT_TRUE(sawW1);
+}
+
+}  // namespace
+}  // namespace rpcjob::testing

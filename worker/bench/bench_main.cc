@@ -1,0 +1,158 @@
+// rpcjob-bench: two local rpcjob-worker processes (rank 0 runs `bench`, rank 1
+// serves) over loopback; prints our CPU figures beside PyTorch 2.11's own RPC
+// on the GPU machine (../shared/GPU.md) and the ratio.
+//
+//   rpcjob-bench [--json] [--no-large] [--worker PATH]
+//
+// Exit codes: 0 success, 1 the workers failed, 2 usage.
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "rpcjob/version.h"
+
+namespace {
+
+struct Figure {
+  const char* key;
+  const char* label;
+  double pytorch;
+  bool higherIsBetter;
+};
+
+// PyTorch 2.11 torch.distributed.rpc, same host, 2 processes (GPU.md).
+const Figure kFigures[] = {
+    {"small_rtt_p50_us", "small call RTT p50 (us)", 778, false},
+    {"small_rtt_p99_us", "small call RTT p99 (us)", 1533, false},
+    {"async_calls_per_s", "async calls/s, one caller", 4457, true},
+    {"rtt_4mb_ms", "4 MB RTT (ms)", 1.91, false},
+    {"rtt_400mb_ms", "400 MB RTT (ms)", 389.6, false},
+    {"gbps_400mb", "400 MB effective GB/s", 2.0 * 400e6 / 389.6e-3 / 1e9, true},
+};
+
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+pid_t spawn(const std::string& binary, const std::string& peers, const std::string& name,
+            const std::vector<std::string>& args, int stdoutFd) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  env.push_back("RPCJOB_PEERS=" + peers);
+  env.push_back("RPCJOB_WORKER_NAME=" + name);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argvStore = {binary};
+  argvStore.insert(argvStore.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argvStore) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (stdoutFd >= 0) dup2(stdoutFd, STDOUT_FILENO);
+    execve(binary.c_str(), argv.data(), envp.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+double field(const std::string& json, const std::string& key) {
+  auto at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) return 0;
+  return std::strtod(json.c_str() + at + key.size() + 3, nullptr);
+}
+
+std::string stringField(const std::string& json, const std::string& key) {
+  auto at = json.find("\"" + key + "\":\"");
+  if (at == std::string::npos) return "";
+  auto start = at + key.size() + 4;
+  return json.substr(start, json.find('"', start) - start);
+}
+
+int exitCode(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool json = false;
+  std::string worker = RPCJOB_WORKER_BINARY;
+  std::vector<std::string> benchArgs = {"bench", "--json"};
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--json") {
+      json = true;
+    } else if (arg == "--no-large") {
+      benchArgs.push_back("--no-large");
+    } else if (arg == "--worker" && i + 1 < argc) {
+      worker = argv[++i];
+    } else if (arg == "--version") {
+      std::cout << "rpcjob-bench " << RPCJOB_VERSION_STRING << "\n";
+      return 0;
+    } else {
+      std::cerr << "usage: rpcjob-bench [--json] [--no-large] [--worker PATH]\n";
+      return 2;
+    }
+  }
+  std::string peers = "bench0@127.0.0.1:" + std::to_string(freePort()) +
+                      ",bench1@127.0.0.1:" + std::to_string(freePort());
+  int out[2];
+  if (pipe(out) != 0) return 1;
+  pid_t server = spawn(worker, peers, "bench1", {"serve", "--deadline-s", "900"}, -1);
+  pid_t client = spawn(worker, peers, "bench0", benchArgs, out[1]);
+  close(out[1]);
+  std::string result;
+  char buffer[4096];
+  for (ssize_t n; (n = read(out[0], buffer, sizeof(buffer))) > 0;) result.append(buffer, n);
+  close(out[0]);
+  int clientCode = exitCode(client);
+  int serverCode = exitCode(server);
+  if (clientCode != 0 || serverCode != 0 || result.find('{') == std::string::npos) {
+    std::cerr << "rpcjob-bench: workers failed (bench " << clientCode << ", serve " << serverCode
+              << ")\n";
+    return 1;
+  }
+  if (json) {
+    std::cout << "{";
+    for (size_t i = 0; i < std::size(kFigures); ++i) {
+      std::cout << (i ? ", " : "") << "\"" << kFigures[i].key
+                << "\": " << field(result, kFigures[i].key);
+    }
+    std::cout << ", \"channel\": \"" << stringField(result, "channel") << "\", \"transport\": \""
+              << stringField(result, "transport") << "\"}\n";
+    return 0;
+  }
+  std::printf("rpcjob %s, CPU tensors, 2 local processes, channel %s over %s\n",
+              RPCJOB_VERSION_STRING, stringField(result, "channel").c_str(),
+              stringField(result, "transport").c_str());
+  std::printf("%-28s %14s %14s %10s\n", "measurement", "rpcjob", "PyTorch 2.11", "better by");
+  for (const auto& f : kFigures) {
+    double ours = field(result, f.key);
+    double ratio = ours <= 0 ? 0 : (f.higherIsBetter ? ours / f.pytorch : f.pytorch / ours);
+    std::printf("%-28s %14.2f %14.2f %9.1fx\n", f.label, ours, f.pytorch, ratio);
+  }
+  std::printf("(PyTorch figures: GPU machine, GPU.md; ours: this machine, this run)\n");
+  return 0;
+}

@@ -1,0 +1,67 @@
+#pragma once
+// How a Runtime is set up. Defaults suit a CPU worker; fromAssignment() fills the
+// transports, channels and device maps from the worker table.
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rpcjob/assignment/assignment.h"
+#include "rpcjob/runtime/observer.h"
+#include "rpcjob/runtime/tensorpipe_hooks.h"
+
+namespace rpcjob::runtime {
+
+inline constexpr std::chrono::milliseconds kDefaultRpcTimeout{60000};  // as PyTorch
+
+struct RuntimeOptions {
+  // Allowed transports and channels, highest priority first. Empty: every one
+  // that is viable here, in the default order ("shm", "ibv", "uv") and
+  // ("cma", "mpt", "xth", "basic"). Unknown names are an error at start().
+  std::vector<std::string> transports;
+  std::vector<std::string> channels;
+  // Lanes (uv contexts) of the mpt channel.
+  int mptLanes = 2;
+
+  // Used when a call gives none; zero means no timeout.
+  std::chrono::milliseconds defaultTimeout = kDefaultRpcTimeout;
+
+  // Open a pipe to every peer at start(), in parallel, and wait until all have
+  // answered the handshake (bounded by startTimeout). false: on first call.
+  bool eagerPipes = true;
+  std::chrono::milliseconds startTimeout{60000};
+
+  // Threads that run functions registered with runInline = false and `then`
+  // continuations (work that may block must not run on TensorPipe's threads).
+  int poolThreads = 4;
+
+  // Per peer name: local device -> that peer's device ("cpu", "cuda:N"). The
+  // inverse map is used for responses. From the assignment's deviceMaps.
+  std::map<std::string, DeviceMap> deviceMaps;
+
+  std::shared_ptr<Observer> observer;  // optional
+  TensorpipeHooks hooks;               // optional
+
+  // Host to listen on; empty: the host part of our address in the assignment.
+  std::string listenHost;
+};
+
+// Transports, channels and device maps of `worker` from the assignment; the rest
+// default.
+RuntimeOptions optionsFromAssignment(const Assignment& assignment, const std::string& worker);
+
+struct CallOptions {
+  // Zero: RuntimeOptions::defaultTimeout. Negative: no timeout.
+  std::chrono::milliseconds timeout{0};
+};
+
+struct FunctionOptions {
+  // true: run on the TensorPipe thread that read the request (no thread hand-off:
+  // the fast path). Only for functions that neither block nor wait on futures;
+  // anything else deadlocks the pipe it was read from. false: the runtime's pool.
+  bool runInline = false;
+};
+
+}  // namespace rpcjob::runtime

@@ -1,0 +1,118 @@
+#pragma once
+// The RPC runtime: a named worker among the workers of an assignment, calling
+// functions registered by name on its peers (torch.distributed.rpc in C++).
+//
+//   auto rt = rpcjob::runtime::Runtime::fromEnvironment();
+//   rt->registerFunction("add", [](const CallInfo&, std::vector<c10::IValue> args) {
+//     return c10::IValue(args[0].toTensor() + args[1].toTensor());
+//   });
+//   rt->start();
+//   c10::IValue sum = rt->rpcSync("worker1", "add", {a, b});
+//   rt->shutdown();
+//
+// Thread safety: after start(), every method may be called from any thread.
+// registerFunction only before start(), so the request path reads the table
+// without locking.
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rpcjob/assignment/assignment.h"
+#include "rpcjob/runtime/errors.h"
+#include "rpcjob/runtime/future.h"
+#include "rpcjob/runtime/ivalue_fwd.h"
+#include "rpcjob/runtime/options.h"
+#include "rpcjob/runtime/rref.h"
+
+namespace rpcjob::runtime {
+
+class RuntimeImpl;
+
+struct WorkerInfo {
+  std::string name;
+  int rank = -1;
+};
+
+// What a registered function learns about the call it serves.
+struct CallInfo {
+  const WorkerInfo& caller;
+  const std::string& function;
+  class Runtime& runtime;  // for nested calls and rrefFromIValue
+};
+
+using Function = std::function<c10::IValue(const CallInfo&, std::vector<c10::IValue> args)>;
+// Returns a future instead of a value: for functions that call other workers
+// without blocking a thread while they wait.
+using AsyncFunction = std::function<Future(const CallInfo&, std::vector<c10::IValue> args)>;
+
+// Per peer and device pair, the channel TensorPipe uses (see channelChoices()).
+struct ChannelChoice {
+  std::string peer;
+  std::string localDevice;   // "cpu:0"
+  std::string remoteDevice;  // "cpu:0"
+  std::string channel;       // "cma", "mpt", ...
+  std::string transport;     // the highest-priority transport both sides share
+};
+
+enum class ShutdownMode { kGraceful, kImmediate };
+
+class Runtime {
+ public:
+  Runtime(Assignment assignment, const std::string& name, RuntimeOptions options);
+  // Identity from RPCJOB_ASSIGNMENT / RPCJOB_PEERS etc. (rpcjob/assignment/environment.h),
+  // options from the assignment.
+  static std::unique_ptr<Runtime> fromEnvironment();
+  ~Runtime();  // immediate shutdown if still running
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Initialization
+  void registerFunction(const std::string& name, Function fn, FunctionOptions options = {});
+  void registerAsyncFunction(const std::string& name, AsyncFunction fn);
+  // Listens, and with eagerPipes connects to every peer. Throws RpcError when a
+  // peer does not answer within startTimeout.
+  void start();
+
+  // Identity
+  const WorkerInfo& self() const;
+  const WorkerInfo& worker(const std::string& name) const;  // throws kInvalidArgument
+  const WorkerInfo& worker(int rank) const;
+  const std::vector<WorkerInfo>& workers() const;
+
+  // Calls
+  Future rpcAsync(const std::string& to, const std::string& function, std::vector<c10::IValue> args,
+                  CallOptions options = {});
+  c10::IValue rpcSync(const std::string& to, const std::string& function,
+                      std::vector<c10::IValue> args, CallOptions options = {});
+  RRef remote(const std::string& to, const std::string& function, std::vector<c10::IValue> args,
+              CallOptions options = {});
+  // The RRef behind a value produced by RRef::toIValue() on another worker.
+  RRef rrefFromIValue(const c10::IValue& value);
+
+  // Channels TensorPipe selected with each peer we have a pipe to (reproduced
+  // from the handshake's device descriptors with TensorPipe's rule).
+  std::vector<ChannelChoice> channelChoices() const;
+
+  // Graceful: waits until no worker has outstanding calls (all workers must call
+  // it; bounded by `deadline`; a dead peer counts as done), then closes.
+  // Immediate: fails pending calls with kShutdown and closes now.
+  void shutdown(ShutdownMode mode = ShutdownMode::kGraceful,
+                std::chrono::milliseconds deadline = std::chrono::milliseconds(60000));
+
+  RuntimeImpl& impl() { return *impl_; }
+
+ private:
+  std::shared_ptr<RuntimeImpl> impl_;
+};
+
+// Names of built-in functions every runtime serves.
+inline constexpr const char* kBuiltinPing = "rpcjob.ping";                   // () -> None
+inline constexpr const char* kBuiltinEcho = "rpcjob.echo";                   // (x...) -> x (inline)
+inline constexpr const char* kBuiltinOwnerRRefCount = "rpcjob.owner_rrefs";  // () -> int
+inline constexpr const char* kBuiltinShutdownJoin = "rpcjob.shutdown_join";
+
+}  // namespace rpcjob::runtime

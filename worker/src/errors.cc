@@ -1,0 +1,38 @@
+#include "rpcjob/runtime/errors.h"
+
+#include "rpcjob/runtime/options.h"
+
+namespace rpcjob::runtime {
+
+const char* toString(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kRemoteException:
+      return "remote exception";
+    case ErrorCode::kUnknownFunction:
+      return "unknown function";
+    case ErrorCode::kTimeout:
+      return "timeout";
+    case ErrorCode::kConnection:
+      return "connection";
+    case ErrorCode::kShutdown:
+      return "shutdown";
+    case ErrorCode::kBadMessage:
+      return "bad message";
+    case ErrorCode::kInvalidArgument:
+      return "invalid argument";
+  }
+  return "unknown";
+}
+
+RpcError::RpcError(ErrorCode code, std::string worker, const std::string& message)
+    : std::runtime_error(message), code_(code), worker_(std::move(worker)) {}
+
+RuntimeOptions optionsFromAssignment(const Assignment& assignment, const std::string& worker) {
+  RuntimeOptions options;
+  options.transports = assignment.transports;
+  options.channels = assignment.channels;
+  if (const WorkerEntry* entry = assignment.byName(worker)) options.deviceMaps = entry->deviceMaps;
+  return options;
+}
+
+}  // namespace rpcjob::runtime

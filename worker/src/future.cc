@@ -1,0 +1,144 @@
+#include <thread>
+
+#include "future_state.h"
+#include "rpcjob/runtime/errors.h"
+#include "thread_pool.h"
+
+namespace rpcjob::runtime {
+namespace detail {
+
+bool FutureState::complete(c10::IValue v) {
+  return finish(&v, nullptr);
+}
+bool FutureState::fail(std::exception_ptr e) {
+  return finish(nullptr, std::move(e));
+}
+
+bool FutureState::finish(c10::IValue* v, std::exception_ptr e) {
+  std::vector<std::function<void(const Future&)>> toRun;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (done.load(std::memory_order_relaxed)) return false;
+    if (v != nullptr) {
+      value = std::move(*v);
+    } else {
+      error = std::move(e);
+    }
+    done.store(true, std::memory_order_release);
+    toRun.swap(callbacks);
+  }
+  cv.notify_all();
+  if (!toRun.empty()) {
+    Future self(shared_from_this());
+    for (auto& fn : toRun) fn(self);
+  }
+  return true;
+}
+
+}  // namespace detail
+
+Future::Future(std::shared_ptr<detail::FutureState> state) : state_(std::move(state)) {}
+
+Future Future::fromValue(c10::IValue value) {
+  auto state = std::make_shared<detail::FutureState>();
+  state->complete(std::move(value));
+  return Future(std::move(state));
+}
+
+Future Future::fromError(std::exception_ptr error) {
+  auto state = std::make_shared<detail::FutureState>();
+  state->fail(std::move(error));
+  return Future(std::move(state));
+}
+
+bool Future::isDone() const {
+  return state_->done.load(std::memory_order_acquire);
+}
+
+void Future::wait() const {
+  // A short spin first: a small call's answer often lands within microseconds,
+  // and sleeping on the condition variable costs a futex wake-up on each side.
+  for (int i = 0; i < 64 && !isDone(); ++i) std::this_thread::yield();
+  if (!isDone()) {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->cv.wait(lock, [&] { return state_->done.load(std::memory_order_acquire); });
+  }
+  for (auto& event : state_->events) event->synchronize();
+}
+
+bool Future::waitFor(std::chrono::nanoseconds timeout) const {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  return state_->cv.wait_for(lock, timeout,
+                             [&] { return state_->done.load(std::memory_order_acquire); });
+}
+
+void Future::waitOnStreams() const {
+  if (!isDone()) {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->cv.wait(lock, [&] { return state_->done.load(std::memory_order_acquire); });
+  }
+  for (auto& event : state_->events) event->blockCurrentStream();
+}
+
+const c10::IValue& Future::value() const {
+  wait();
+  if (state_->error) std::rethrow_exception(state_->error);
+  return state_->value;
+}
+
+bool Future::hasError() const {
+  wait();
+  return state_->error != nullptr;
+}
+
+std::exception_ptr Future::error() const {
+  wait();
+  return state_->error;
+}
+
+std::string Future::errorMessage() const {
+  wait();
+  if (!state_->error) return {};
+  try {
+    std::rethrow_exception(state_->error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+void Future::addInlineCallback(std::function<void(const Future&)> fn) const {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (!state_->done.load(std::memory_order_relaxed)) {
+      state_->callbacks.push_back(std::move(fn));
+      return;
+    }
+  }
+  fn(*this);
+}
+
+Future Future::then(std::function<c10::IValue(const Future&)> fn) const {
+  auto pool = state_->pool;
+  auto next = std::make_shared<detail::FutureState>(pool);
+  auto run = [fn = std::move(fn), next](const Future& self) {
+    try {
+      next->complete(fn(self));
+    } catch (...) {
+      next->fail(std::current_exception());
+    }
+  };
+  addInlineCallback([run, pool](const Future& self) {
+    // No pool (a future made by fromValue): run here, as there is no other thread.
+    if (pool == nullptr || !pool->submit([run, self] { run(self); })) run(self);
+  });
+  return Future(next);
+}
+
+std::vector<std::shared_ptr<DeviceEvent>> Future::deviceEvents() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->events;
+}
+
+}  // namespace rpcjob::runtime

@@ -1,0 +1,375 @@
+// Runtime set-up, pipes and the read loop.
+#include "rpcjob/runtime/runtime.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <tensorpipe/tensorpipe.h>
+#include <iostream>
+
+#include "channel_selection.h"
+#include "rpcjob/assignment/environment.h"
+#include "runtime_impl.h"
+#include "shutdown.h"
+
+namespace rpcjob::runtime {
+namespace {
+
+std::pair<std::string, std::string> splitHostPort(const std::string& address) {
+  auto colon = address.rfind(':');
+  return {address.substr(0, colon), address.substr(colon + 1)};
+}
+
+// TensorPipe's uv transport takes IP addresses; the assignment may hold DNS names
+// (a headless Service's pod names), so resolve them once here.
+std::string resolveHost(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* result = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0 || result == nullptr) return host;
+  char buffer[NI_MAXHOST];
+  std::string ip = host;
+  if (getnameinfo(result->ai_addr, result->ai_addrlen, buffer, sizeof(buffer), nullptr, 0,
+                  NI_NUMERICHOST) == 0) {
+    ip = buffer;
+  }
+  freeaddrinfo(result);
+  return ip;
+}
+
+RpcError connectionError(const std::string& peer, const std::string& why) {
+  return RpcError(ErrorCode::kConnection, peer,
+                  "connection to worker '" + peer + "' failed: " + why);
+}
+
+}  // namespace
+
+RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::string& name,
+                         RuntimeOptions options)
+    : owner_(owner), assignment_(std::move(assignment)), options_(std::move(options)) {
+  validateAssignment(assignment_);
+  for (const auto& w : assignment_.workers) {
+    rankByName_[w.name] = w.rank;
+    workers_.push_back({w.name, w.rank});
+  }
+  auto it = rankByName_.find(name);
+  if (it == rankByName_.end()) {
+    throw RpcError(ErrorCode::kInvalidArgument, name,
+                   "worker '" + name + "' is not in the assignment");
+  }
+  selfRank_ = it->second;
+  if (options_.deviceMaps.empty()) options_.deviceMaps = assignment_.workers[selfRank_].deviceMaps;
+  pool_ = std::make_shared<ThreadPool>(options_.poolThreads);
+  rrefs_ = std::make_unique<RRefContext>();
+  shutdown_ = std::make_unique<ShutdownCoordinator>(*this);
+  registerBuiltins();
+}
+
+RuntimeImpl::~RuntimeImpl() {
+  shutdown(ShutdownMode::kImmediate, std::chrono::milliseconds(0));
+}
+
+int RuntimeImpl::rankOf(const std::string& name) const {
+  auto it = rankByName_.find(name);
+  if (it == rankByName_.end()) {
+    throw RpcError(ErrorCode::kInvalidArgument, name, "unknown worker '" + name + "'");
+  }
+  return it->second;
+}
+
+void RuntimeImpl::registerFunction(const std::string& name, Function fn, AsyncFunction async,
+                                   FunctionOptions options) {
+  if (started_) throw std::logic_error("registerFunction after start(): " + name);
+  functions_[name] = Registered{std::move(fn), std::move(async), options};
+}
+
+void RuntimeImpl::start() {
+  if (started_.exchange(true)) throw std::logic_error("start() called twice");
+  auto [host, port] = splitHostPort(assignment_.workers[selfRank_].address);
+  std::string listenHost = options_.listenHost.empty() ? resolveHost(host) : options_.listenHost;
+  context_ = std::make_shared<tensorpipe::Context>(tensorpipe::ContextOptions().name(self().name));
+  registry_ = registerTensorpipeContexts(*context_, options_.transports, options_.channels,
+                                         listenHost, options_.mptLanes,
+                                         options_.hooks.wrapTransport, options_.hooks.wrapChannel);
+  descriptorsBlob_ = wire::encodeChannelDescriptors(localDescriptors(registry_));
+  // The listener must listen on every transport: a pipe first connects over uv
+  // and TensorPipe then moves it to the best transport the listener offers.
+  std::vector<std::string> urls;
+  for (const auto& t : registry_.transports) {
+    if (t.name == "uv") {
+      urls.push_back("uv://" + listenHost + ":" + port);
+    } else if (t.name == "shm") {
+      urls.push_back("shm://");
+    } else if (t.name == "ibv") {
+      urls.push_back("ibv://" + listenHost);
+    }
+  }
+  listener_ = context_->listen(urls);
+  for (const auto& w : assignment_.workers) {
+    auto peer = std::make_unique<Peer>();
+    peer->info = workers_[w.rank];
+    auto [peerHost, peerPort] = splitHostPort(w.address);
+    peer->url = "uv://" + resolveHost(peerHost) + ":" + peerPort;
+    peers_.push_back(std::move(peer));
+  }
+  timeoutThread_ = std::thread([this] { timeoutLoop(); });
+  acceptLoop();
+  if (!options_.eagerPipes) return;
+  // Connect to everyone at once, then wait for every handshake, retrying peers
+  // that are not listening yet (workers start in any order).
+  auto deadline = Clock::now() + options_.startTimeout;
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    uint64_t generation;
+    pipeTo(static_cast<int>(r), generation);
+  }
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    std::string error;
+    while (!waitHandshake(static_cast<int>(r), deadline, error)) {
+      if (Clock::now() >= deadline) throw connectionError(workers_[r].name, error);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // back off, then redial
+      uint64_t generation;
+      pipeTo(static_cast<int>(r), generation);
+    }
+  }
+}
+
+void RuntimeImpl::acceptLoop() {
+  listener_->accept([this](const tensorpipe::Error& error, std::shared_ptr<tensorpipe::Pipe> pipe) {
+    if (error) return;  // the listener closed
+    onAccepted(std::move(pipe));
+    acceptLoop();
+  });
+}
+
+void RuntimeImpl::onAccepted(std::shared_ptr<tensorpipe::Pipe> pipe) {
+  auto server = std::make_shared<ServerPipe>();
+  server->pipe = pipe;
+  auto it = rankByName_.find(pipe->getRemoteName());
+  server->callerRank = it == rankByName_.end() ? -1 : it->second;
+  {
+    std::lock_guard<std::mutex> lock(serverMu_);
+    serverPipes_.push_back(server);
+  }
+  readLoop(
+      pipe, [this, server](IncomingMessage& msg) { onServerMessage(server, msg); },
+      [this, server](const std::string&) {
+        server->pipe->close();
+        std::lock_guard<std::mutex> lock(serverMu_);
+        for (auto it = serverPipes_.begin(); it != serverPipes_.end(); ++it) {
+          if (*it == server) {
+            serverPipes_.erase(it);
+            break;
+          }
+        }
+      });
+}
+
+void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
+                           std::function<void(IncomingMessage&)> onMessage,
+                           std::function<void(const std::string&)> onError) {
+  pipe->readDescriptor(
+      [this, pipe, onMessage = std::move(onMessage), onError = std::move(onError)](
+          const tensorpipe::Error& error, tensorpipe::Descriptor descriptor) mutable {
+        if (error) {
+          onError(error.what());
+          return;
+        }
+        auto msg = std::make_shared<IncomingMessage>();
+        tensorpipe::Allocation allocation;
+        std::string bad = prepareRead(descriptor, *msg, allocation);
+        if (!bad.empty()) {
+          // A peer that sends what we cannot parse is broken or hostile: drop the pipe
+          // (its pending calls fail) rather than guess where the next message starts.
+          std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
+                    << pipe->getRemoteName() << "': " << bad << "\n";
+          onError(bad);
+          return;
+        }
+        pipe->read(std::move(allocation),
+                   [this, pipe, msg, onMessage = std::move(onMessage),
+                    onError = std::move(onError)](const tensorpipe::Error& error) mutable {
+                     if (error) {
+                       onError(error.what());
+                       return;
+                     }
+                     onMessage(*msg);
+                     readLoop(pipe, std::move(onMessage), std::move(onError));
+                   });
+      });
+}
+
+std::shared_ptr<tensorpipe::Pipe> RuntimeImpl::pipeTo(int rank, uint64_t& generation) {
+  Peer& peer = *peers_[rank];
+  std::lock_guard<std::mutex> lock(peer.mu);
+  if (!peer.pipe) connectLocked(peer);
+  generation = peer.generation;
+  return peer.pipe;
+}
+
+void RuntimeImpl::connectLocked(Peer& peer) {
+  peer.pipe = context_->connect(peer.url, tensorpipe::PipeOptions().remoteName(peer.info.name));
+  peer.generation++;
+  peer.handshakeDone = false;
+  peer.connectStart = Clock::now();
+  int rank = peer.info.rank;
+  uint64_t generation = peer.generation;
+  wire::Header hello;
+  hello.type = wire::MessageType::kHello;
+  auto message = makeRawMessage(hello, descriptorsBlob_);
+  peer.pipe->write(message->toTensorpipe(),
+                   [this, message, rank, generation](const tensorpipe::Error& error) {
+                     if (error) failPeer(rank, generation, error.what());
+                   });
+  readLoop(
+      peer.pipe,
+      [this, rank, generation](IncomingMessage& msg) { onClientMessage(rank, generation, msg); },
+      [this, rank, generation](const std::string& why) { failPeer(rank, generation, why); });
+}
+
+bool RuntimeImpl::waitHandshake(int rank, Clock::time_point deadline, std::string& error) {
+  Peer& peer = *peers_[rank];
+  std::unique_lock<std::mutex> lock(peer.mu);
+  peer.handshakeCv.wait_until(lock, deadline, [&] { return peer.handshakeDone || !peer.pipe; });
+  error = peer.lastError.empty() ? "no handshake answer" : peer.lastError;
+  return peer.handshakeDone;
+}
+
+void RuntimeImpl::onClientMessage(int rank, uint64_t generation, IncomingMessage& msg) {
+  if (msg.header.type != wire::MessageType::kHelloReply) {
+    completePending(msg.header.id, msg);
+    return;
+  }
+  Peer& peer = *peers_[rank];
+  wire::ChannelDescriptors remote;
+  std::string bad = wire::decodeChannelDescriptors(msg.payload.data(), msg.payload.size(), remote);
+  std::vector<ChannelChoice> choices;
+  if (bad.empty()) {
+    std::string transport = selectTransport(registry_, remote);
+    for (const auto& s : selectChannels(registry_, remote)) {
+      choices.push_back({peer.info.name, s.localDevice, s.remoteDevice, s.channel, transport});
+    }
+  }
+  Clock::duration handshake;
+  {
+    std::lock_guard<std::mutex> lock(peer.mu);
+    if (peer.generation != generation) return;
+    peer.handshakeDone = true;
+    peer.lastError.clear();
+    peer.choices = choices;
+    handshake = Clock::now() - peer.connectStart;
+  }
+  peer.handshakeCv.notify_all();
+  if (auto& observer = options_.observer) {
+    observer->pipeOpened(peer.info.name, handshake);
+    for (const auto& c : choices) {
+      observer->channelSelected(c.peer, c.localDevice, c.remoteDevice, c.channel);
+    }
+  }
+}
+
+void RuntimeImpl::failPeer(int rank, uint64_t generation, const std::string& why) {
+  Peer& peer = *peers_[rank];
+  std::shared_ptr<tensorpipe::Pipe> broken;
+  {
+    std::lock_guard<std::mutex> lock(peer.mu);
+    if (peer.generation != generation || !peer.pipe) return;
+    broken = std::move(peer.pipe);
+    peer.pipe.reset();
+    peer.handshakeDone = false;
+    peer.lastError = why;
+  }
+  peer.handshakeCv.notify_all();
+  broken->close();
+  // Fail every call still waiting on that pipe; the next call dials again.
+  std::vector<std::shared_ptr<detail::FutureState>> failed;
+  {
+    std::lock_guard<std::mutex> lock(pendingMu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.peer == rank && it->second.generation == generation) {
+        failed.push_back(std::move(it->second.future));
+        deadlines_.erase({it->second.deadline, it->first});
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  pendingCv_.notify_all();
+  auto error = std::make_exception_ptr(connectionError(peer.info.name, why));
+  for (auto& f : failed) f->fail(error);
+}
+
+std::vector<ChannelChoice> RuntimeImpl::channelChoices() const {
+  std::vector<ChannelChoice> out;
+  for (const auto& peer : peers_) {
+    std::lock_guard<std::mutex> lock(peer->mu);
+    out.insert(out.end(), peer->choices.begin(), peer->choices.end());
+  }
+  return out;
+}
+
+// ---- Runtime: the public face
+
+Runtime::Runtime(Assignment assignment, const std::string& name, RuntimeOptions options)
+    : impl_(std::make_shared<RuntimeImpl>(*this, std::move(assignment), name, std::move(options))) {
+  impl_->weakSelf_ = impl_;
+}
+
+std::unique_ptr<Runtime> Runtime::fromEnvironment() {
+  Identity identity = identityFromEnvironment();
+  RuntimeOptions options = optionsFromAssignment(identity.assignment, identity.name);
+  return std::make_unique<Runtime>(std::move(identity.assignment), identity.name,
+                                   std::move(options));
+}
+
+Runtime::~Runtime() {
+  impl_->shutdown(ShutdownMode::kImmediate, std::chrono::milliseconds(0));
+}
+
+void Runtime::registerFunction(const std::string& name, Function fn, FunctionOptions options) {
+  impl_->registerFunction(name, std::move(fn), nullptr, options);
+}
+void Runtime::registerAsyncFunction(const std::string& name, AsyncFunction fn) {
+  impl_->registerFunction(name, nullptr, std::move(fn), FunctionOptions{true});
+}
+void Runtime::start() {
+  impl_->start();
+}
+const WorkerInfo& Runtime::self() const {
+  return impl_->self();
+}
+const WorkerInfo& Runtime::worker(const std::string& name) const {
+  return impl_->workers()[impl_->rankOf(name)];
+}
+const WorkerInfo& Runtime::worker(int rank) const {
+  if (rank < 0 || rank >= static_cast<int>(impl_->workers().size())) {
+    throw RpcError(ErrorCode::kInvalidArgument, "", "no worker of rank " + std::to_string(rank));
+  }
+  return impl_->workers()[rank];
+}
+const std::vector<WorkerInfo>& Runtime::workers() const {
+  return impl_->workers();
+}
+Future Runtime::rpcAsync(const std::string& to, const std::string& function,
+                         std::vector<c10::IValue> args, CallOptions options) {
+  return impl_->rpcAsync(to, function, std::move(args), options);
+}
+c10::IValue Runtime::rpcSync(const std::string& to, const std::string& function,
+                             std::vector<c10::IValue> args, CallOptions options) {
+  return impl_->rpcAsync(to, function, std::move(args), options).value();
+}
+RRef Runtime::remote(const std::string& to, const std::string& function,
+                     std::vector<c10::IValue> args, CallOptions options) {
+  return impl_->remote(to, function, std::move(args), options);
+}
+RRef Runtime::rrefFromIValue(const c10::IValue& value) {
+  return impl_->rrefFromIValue(value);
+}
+std::vector<ChannelChoice> Runtime::channelChoices() const {
+  return impl_->channelChoices();
+}
+void Runtime::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline) {
+  impl_->shutdown(mode, deadline);
+}
+
+}  // namespace rpcjob::runtime

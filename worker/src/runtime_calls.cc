@@ -1,0 +1,390 @@
+// The request path: sending calls, serving them, answering, timeouts.
+#include <tensorpipe/tensorpipe.h>
+
+#include "rpcjob/runtime/runtime.h"
+#include "runtime_impl.h"
+#include "shutdown.h"
+
+namespace rpcjob::runtime {
+namespace {
+
+CallStatus statusOf(const std::exception_ptr& error) {
+  if (!error) return CallStatus::kOk;
+  try {
+    std::rethrow_exception(error);
+  } catch (const RpcError& e) {
+    switch (e.code()) {
+      case ErrorCode::kRemoteException:
+        return CallStatus::kRemoteError;
+      case ErrorCode::kUnknownFunction:
+        return CallStatus::kUnknownFunction;
+      case ErrorCode::kTimeout:
+        return CallStatus::kTimeout;
+      case ErrorCode::kConnection:
+        return CallStatus::kConnection;
+      default:
+        return CallStatus::kOther;
+    }
+  } catch (...) {
+    return CallStatus::kRemoteError;
+  }
+}
+
+ErrorCode codeOf(wire::ErrorKind kind) {
+  switch (kind) {
+    case wire::ErrorKind::kUnknownFunction:
+      return ErrorCode::kUnknownFunction;
+    case wire::ErrorKind::kBadRequest:
+      return ErrorCode::kBadMessage;
+    case wire::ErrorKind::kShuttingDown:
+      return ErrorCode::kShutdown;
+    default:
+      return ErrorCode::kRemoteException;
+  }
+}
+
+std::string describe(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+}  // namespace
+
+Future RuntimeImpl::rpcAsync(const std::string& to, const std::string& function,
+                             std::vector<c10::IValue> args, CallOptions options) {
+  wire::Header h;
+  h.type = wire::MessageType::kCall;
+  h.function = function;
+  c10::IValue packed = c10::ivalue::Tuple::create(std::move(args));
+  return sendRequest(rankOf(to), std::move(h), &packed, options);
+}
+
+Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* value,
+                                CallOptions options) {
+  auto state = detail::newFutureState(pool_);
+  Future future(state);
+  const std::string& peerName = workers_[to].name;
+  if (!started_ || closed_) {
+    state->fail(std::make_exception_ptr(
+        RpcError(ErrorCode::kShutdown, peerName, "the runtime is not running")));
+    return future;
+  }
+  std::shared_ptr<OutgoingMessage> message;
+  try {
+    message = makeMessage(header, value);  // fills in header.id below
+  } catch (...) {
+    state->fail(std::current_exception());
+    return future;
+  }
+  auto timeout = options.timeout.count() == 0 ? options_.defaultTimeout : options.timeout;
+  uint64_t id = nextCallId_.fetch_add(1);
+  header.id = id;
+  message->header = wire::encodeHeader(header);
+  Pending pending;
+  pending.future = state;
+  pending.peer = to;
+  pending.deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
+  if (options_.observer) {
+    pending.function = header.function.empty() ? "rpcjob.internal" : header.function;
+    pending.start = Clock::now();
+    options_.observer->callStarted(pending.function, peerName);
+  }
+  uint64_t generation = 0;
+  std::shared_ptr<tensorpipe::Pipe> pipe = pipeTo(to, generation);
+  pending.generation = generation;
+  bool earliest = false;
+  {
+    std::lock_guard<std::mutex> lock(pendingMu_);
+    if (pending.deadline != Clock::time_point::max()) {
+      auto it = deadlines_.insert({pending.deadline, id}).first;
+      earliest = it == deadlines_.begin();
+    }
+    pending_.emplace(id, std::move(pending));
+  }
+  if (earliest) pendingCv_.notify_all();
+  pipe->write(message->toTensorpipe(),
+              [this, message, to, generation](const tensorpipe::Error& error) {
+                if (error) failPeer(to, generation, error.what());
+              });
+  return future;
+}
+
+void RuntimeImpl::completePending(uint64_t id, IncomingMessage& msg) {
+  Pending pending;
+  {
+    std::lock_guard<std::mutex> lock(pendingMu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;  // timed out or failed already
+    pending = std::move(it->second);
+    if (pending.deadline != Clock::time_point::max()) deadlines_.erase({pending.deadline, id});
+    pending_.erase(it);
+    if (pending_.empty()) pendingCv_.notify_all();
+  }
+  const std::string& peerName = workers_[pending.peer].name;
+  std::exception_ptr error;
+  if (msg.header.type == wire::MessageType::kError) {
+    error = std::make_exception_ptr(RpcError(codeOf(msg.header.errorKind), peerName,
+                                             "worker '" + peerName + "': " + msg.header.error));
+  } else {
+    try {
+      pending.future->complete(decodeValue(msg));
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (error) pending.future->fail(error);
+  if (options_.observer) {
+    options_.observer->callFinished(pending.function, peerName, statusOf(error),
+                                    Clock::now() - pending.start);
+  }
+}
+
+void RuntimeImpl::timeoutLoop() {
+  std::unique_lock<std::mutex> lock(pendingMu_);
+  while (!stopTimeouts_) {
+    if (deadlines_.empty()) {
+      pendingCv_.wait(lock);
+      continue;
+    }
+    auto first = *deadlines_.begin();
+    if (Clock::now() < first.first) {
+      pendingCv_.wait_until(lock, first.first);
+      continue;
+    }
+    deadlines_.erase(deadlines_.begin());
+    auto it = pending_.find(first.second);
+    if (it == pending_.end()) continue;
+    Pending pending = std::move(it->second);
+    pending_.erase(it);
+    lock.unlock();
+    const std::string& peerName = workers_[pending.peer].name;
+    pending.future->fail(std::make_exception_ptr(
+        RpcError(ErrorCode::kTimeout, peerName, "call to worker '" + peerName + "' timed out")));
+    if (options_.observer) {
+      options_.observer->callFinished(pending.function, peerName, CallStatus::kTimeout,
+                                      Clock::now() - pending.start);
+    }
+    lock.lock();
+    if (pending_.empty()) pendingCv_.notify_all();
+  }
+}
+
+// ---- serving
+
+void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, IncomingMessage& msg) {
+  const wire::Header& h = msg.header;
+  switch (h.type) {
+    case wire::MessageType::kHello: {
+      wire::Header reply;
+      reply.type = wire::MessageType::kHelloReply;
+      writeServer(server, makeRawMessage(reply, descriptorsBlob_));
+      return;
+    }
+    case wire::MessageType::kCall:
+    case wire::MessageType::kRemoteCall: {
+      c10::IValue args;
+      try {
+        args = decodeValue(msg);
+      } catch (const std::exception& e) {
+        replyError(server, h.id, wire::ErrorKind::kBadRequest, e.what());
+        return;
+      }
+      serveCall(server, h, std::move(args));
+      return;
+    }
+    case wire::MessageType::kRRefFetch: {
+      auto entry = rrefs_->findOwner(h.rref);
+      if (!entry) {
+        replyError(server, h.id, wire::ErrorKind::kBadRequest,
+                   "no RRef " + std::to_string(h.rref.worker) + ":" + std::to_string(h.rref.local) +
+                       " on worker '" + self().name + "'");
+        return;
+      }
+      serving_++;
+      reply(server, h.id, Future(entry->value), kBuiltinOwnerRRefCount, Clock::time_point());
+      return;
+    }
+    case wire::MessageType::kRRefUserDelete:
+      rrefs_->deleteFork(h.rref, h.fork);
+      serving_++;
+      reply(server, h.id, Future::fromValue(c10::IValue()), "", Clock::time_point());
+      return;
+    case wire::MessageType::kRRefForkRequest:
+      if (!rrefs_->addForkIfOwned(h.rref, h.fork)) {
+        replyError(server, h.id, wire::ErrorKind::kBadRequest, "fork of an RRef not owned here");
+        return;
+      }
+      serving_++;
+      reply(server, h.id, Future::fromValue(c10::IValue()), "", Clock::time_point());
+      return;
+    case wire::MessageType::kRRefChildAccept:
+      rrefs_->acceptChild(h.fork);
+      serving_++;
+      reply(server, h.id, Future::fromValue(c10::IValue()), "", Clock::time_point());
+      return;
+    default:
+      replyError(server, h.id, wire::ErrorKind::kBadRequest, "unexpected message type");
+  }
+}
+
+void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wire::Header& header,
+                            c10::IValue args) {
+  bool remoteCall = header.type == wire::MessageType::kRemoteCall;
+  std::shared_ptr<detail::FutureState> owned;
+  if (remoteCall) {
+    // Register the fork now, on the read thread, before any later message from
+    // the same user (its delete, for one) can be read. The owner keeps the value;
+    // the caller only learns that it was created (or why not).
+    owned = detail::newFutureState(pool_);
+    rrefs_->createOwner(header.rref, header.fork, owned);
+  }
+  auto refuse = [&](wire::ErrorKind kind, const std::string& message) {
+    if (owned) owned->fail(std::make_exception_ptr(RpcError(codeOf(kind), self().name, message)));
+    replyError(server, header.id, kind, message);
+  };
+  auto it = functions_.find(header.function);
+  if (it == functions_.end()) {
+    refuse(wire::ErrorKind::kUnknownFunction, "unknown function '" + header.function + "'");
+    return;
+  }
+  if (!args.isTuple()) {
+    refuse(wire::ErrorKind::kBadRequest, "arguments are not a tuple");
+    return;
+  }
+  const Registered& fn = it->second;
+  static const WorkerInfo kUnknownCaller{"?", -1};
+  const WorkerInfo& caller =
+      server->callerRank >= 0 ? workers_[server->callerRank] : kUnknownCaller;
+  Clock::time_point start;
+  if (options_.observer) {
+    start = Clock::now();
+    options_.observer->serverCallStarted(header.function, caller.name);
+  }
+  serving_++;
+  std::vector<c10::IValue> argv = args.toTupleRef().elements().vec();
+  auto respond = [this, server, id = header.id, name = header.function, start,
+                  owned](Future result) {
+    if (owned) {
+      result.addInlineCallback([owned](const Future& done) {
+        if (done.hasError()) {
+          owned->fail(done.error());
+        } else {
+          owned->complete(done.value());
+        }
+      });
+      if (result.isDone() && !result.hasError()) result = Future::fromValue(c10::IValue());
+      if (!result.isDone()) {
+        auto ack = detail::newFutureState(pool_);
+        result.addInlineCallback([ack](const Future& done) {
+          if (done.hasError()) {
+            ack->fail(done.error());
+          } else {
+            ack->complete(c10::IValue());
+          }
+        });
+        result = Future(ack);
+      }
+    }
+    reply(server, id, result, name, start);
+  };
+  if (fn.options.runInline || fn.async) {
+    respond(runLocal(fn, caller, header.function, std::move(argv)));
+    return;
+  }
+  auto name = header.function;
+  auto task = [this, &fn, &caller, name, argv = std::move(argv), respond]() mutable {
+    respond(runLocal(fn, caller, name, std::move(argv)));
+  };
+  if (!pool_->submit(task)) {
+    serving_--;
+    refuse(wire::ErrorKind::kShuttingDown, "worker is shutting down");
+  }
+}
+
+Future RuntimeImpl::runLocal(const Registered& fn, const WorkerInfo& caller,
+                             const std::string& name, std::vector<c10::IValue> args) {
+  CallInfo info{caller, name, owner_};
+  try {
+    if (fn.async) return fn.async(info, std::move(args));
+    return Future::fromValue(fn.fn(info, std::move(args)));
+  } catch (...) {
+    return Future::fromError(std::current_exception());
+  }
+}
+
+void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
+                        const Future& result, const std::string& function,
+                        Clock::time_point start) {
+  result.addInlineCallback([this, server, id, function, start](const Future& done) {
+    wire::Header h;
+    h.id = id;
+    std::shared_ptr<OutgoingMessage> message;
+    std::exception_ptr error = done.hasError() ? done.error() : nullptr;
+    if (!error) {
+      h.type = wire::MessageType::kResponse;
+      try {
+        message = makeMessage(h, &done.value());
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    if (error) {
+      h.type = wire::MessageType::kError;
+      h.errorKind = wire::ErrorKind::kRemoteException;
+      h.error = describe(error);
+      message = makeMessage(h, nullptr);
+    }
+    writeServer(server, std::move(message));
+    if (options_.observer && !function.empty() && start != Clock::time_point()) {
+      options_.observer->serverCallFinished(
+          function, server->callerRank >= 0 ? workers_[server->callerRank].name : "?",
+          statusOf(error), Clock::now() - start);
+    }
+    if (--serving_ == 0) shutdown_->onIdle();
+  });
+}
+
+void RuntimeImpl::replyError(const std::shared_ptr<ServerPipe>& server, uint64_t id,
+                             wire::ErrorKind kind, const std::string& message) {
+  wire::Header h;
+  h.type = wire::MessageType::kError;
+  h.id = id;
+  h.errorKind = kind;
+  h.error = message;
+  writeServer(server, makeMessage(h, nullptr));
+}
+
+void RuntimeImpl::writeServer(const std::shared_ptr<ServerPipe>& server,
+                              std::shared_ptr<OutgoingMessage> message) {
+  server->pipe->write(message->toTensorpipe(), [message](const tensorpipe::Error&) {
+    // A failed response means the caller went away; its side fails the call.
+  });
+}
+
+void RuntimeImpl::registerBuiltins() {
+  FunctionOptions inlineFn{true};
+  functions_[kBuiltinPing] = {
+      [](const CallInfo&, std::vector<c10::IValue>) { return c10::IValue(); }, nullptr, inlineFn};
+  functions_[kBuiltinEcho] = {[](const CallInfo&, std::vector<c10::IValue> args) {
+                                if (args.size() == 1) return std::move(args[0]);
+                                return c10::IValue(c10::ivalue::Tuple::create(std::move(args)));
+                              },
+                              nullptr, inlineFn};
+  functions_[kBuiltinOwnerRRefCount] = {
+      [this](const CallInfo&, std::vector<c10::IValue>) {
+        return c10::IValue(static_cast<int64_t>(rrefs_->ownerCount()));
+      },
+      nullptr, inlineFn};
+  functions_[kBuiltinShutdownJoin] = {nullptr,
+                                      [this](const CallInfo& info, std::vector<c10::IValue>) {
+                                        return shutdown_->join(info.caller.rank);
+                                      },
+                                      inlineFn};
+}
+
+}  // namespace rpcjob::runtime

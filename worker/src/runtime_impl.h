@@ -1,0 +1,178 @@
+#pragma once
+// The state behind Runtime. Two pipes per pair of workers, as in PyTorch's
+// TensorPipe agent: each worker connects a client pipe to every peer (it writes
+// requests and reads responses on it) and accepts the peers' client pipes as
+// server pipes (it reads requests and writes responses). Requests are read,
+// dispatched and, for inline functions, answered on TensorPipe's own threads;
+// responses complete futures there too: no thread hand-off on the fast path.
+
+#include <ATen/core/ivalue.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "future_state.h"
+#include "header_codec.h"
+#include "rpcjob/runtime/runtime.h"
+#include "rref_context.h"
+#include "serialization.h"
+#include "tensorpipe_registry.h"
+#include "thread_pool.h"
+
+namespace tensorpipe {
+class Context;
+class Listener;
+class Pipe;
+class Error;
+}  // namespace tensorpipe
+
+namespace rpcjob::runtime {
+
+using Clock = std::chrono::steady_clock;
+
+class RuntimeImpl {
+ public:
+  RuntimeImpl(Runtime& owner, Assignment assignment, const std::string& name,
+              RuntimeOptions options);
+  ~RuntimeImpl();
+
+  // Initialization (runtime.cc)
+  void registerFunction(const std::string& name, Function fn, AsyncFunction async,
+                        FunctionOptions options);
+  void start();
+
+  // Identity
+  const WorkerInfo& self() const { return workers_[selfRank_]; }
+  const std::vector<WorkerInfo>& workers() const { return workers_; }
+  int rankOf(const std::string& name) const;  // throws kInvalidArgument
+
+  // Calls (runtime_calls.cc). `value` may be null for header-only messages.
+  Future sendRequest(int to, wire::Header header, const c10::IValue* value, CallOptions options);
+  Future rpcAsync(const std::string& to, const std::string& function, std::vector<c10::IValue> args,
+                  CallOptions options);
+
+  // RRefs (rref.cc)
+  RRef remote(const std::string& to, const std::string& function, std::vector<c10::IValue> args,
+              CallOptions options);
+  RRef rrefFromIValue(const c10::IValue& value);
+  RRefContext& rrefs() { return *rrefs_; }
+
+  std::vector<ChannelChoice> channelChoices() const;
+  void shutdown(ShutdownMode mode, std::chrono::milliseconds deadline);  // shutdown.cc
+  bool closed() const { return closed_.load(); }
+
+  std::shared_ptr<ThreadPool> pool() const { return pool_; }
+  const RuntimeOptions& options() const { return options_; }
+  Runtime& owner() { return owner_; }
+  uint64_t nextLocalId() { return nextLocalId_.fetch_add(1); }
+  std::weak_ptr<RuntimeImpl> weakSelf_;  // set by Runtime right after construction
+
+ private:
+  friend class ShutdownCoordinator;
+  struct Registered {
+    Function fn;
+    AsyncFunction async;
+    FunctionOptions options;
+  };
+  // Our client side of the pipe to one peer.
+  struct Peer {
+    WorkerInfo info;
+    std::string url;
+    std::mutex mu;
+    std::shared_ptr<tensorpipe::Pipe> pipe;  // null: not connected
+    uint64_t generation = 0;                 // bumped per pipe, so stale errors are ignored
+    bool handshakeDone = false;
+    std::string lastError;
+    std::condition_variable handshakeCv;
+    Clock::time_point connectStart;
+    std::vector<ChannelChoice> choices;
+  };
+  struct Pending {
+    std::shared_ptr<detail::FutureState> future;
+    int peer;
+    uint64_t generation;
+    Clock::time_point deadline;  // max(): none
+    std::string function;        // only with an observer
+    Clock::time_point start;     // only with an observer
+  };
+  // A server pipe, one per peer connection we accepted.
+  struct ServerPipe {
+    std::shared_ptr<tensorpipe::Pipe> pipe;
+    int callerRank = -1;
+  };
+
+  // runtime.cc
+  void acceptLoop();
+  void onAccepted(std::shared_ptr<tensorpipe::Pipe> pipe);
+  // Reads messages one after another, calling onMessage for each, until an error.
+  void readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
+                std::function<void(IncomingMessage&)> onMessage,
+                std::function<void(const std::string&)> onError);
+  std::shared_ptr<tensorpipe::Pipe> pipeTo(int rank, uint64_t& generation);
+  void connectLocked(Peer& peer);
+  bool waitHandshake(int rank, Clock::time_point deadline, std::string& error);
+  void onClientMessage(int rank, uint64_t generation, IncomingMessage& msg);
+  void failPeer(int rank, uint64_t generation, const std::string& why);
+
+  // runtime_calls.cc
+  void onServerMessage(const std::shared_ptr<ServerPipe>& server, IncomingMessage& msg);
+  void serveCall(const std::shared_ptr<ServerPipe>& server, const wire::Header& header,
+                 c10::IValue args);
+  void reply(const std::shared_ptr<ServerPipe>& server, uint64_t id, const Future& result,
+             const std::string& function, Clock::time_point start);
+  void replyError(const std::shared_ptr<ServerPipe>& server, uint64_t id, wire::ErrorKind kind,
+                  const std::string& message);
+  void writeServer(const std::shared_ptr<ServerPipe>& server,
+                   std::shared_ptr<OutgoingMessage> message);
+  void completePending(uint64_t id, IncomingMessage& msg);
+  void timeoutLoop();
+  Future runLocal(const Registered& fn, const WorkerInfo& caller, const std::string& name,
+                  std::vector<c10::IValue> args);
+  void registerBuiltins();
+
+  Runtime& owner_;
+  Assignment assignment_;
+  RuntimeOptions options_;
+  std::vector<WorkerInfo> workers_;
+  std::unordered_map<std::string, int> rankByName_;
+  int selfRank_ = -1;
+  std::shared_ptr<ThreadPool> pool_;
+  std::unordered_map<std::string, Registered> functions_;  // read-only after start()
+  std::atomic<bool> started_{false};
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> closing_{false};  // graceful shutdown began: refuse new calls
+  std::atomic<uint64_t> nextLocalId_{1};
+
+  std::shared_ptr<tensorpipe::Context> context_;
+  std::shared_ptr<tensorpipe::Listener> listener_;
+  Registry registry_;
+  std::string descriptorsBlob_;  // our handshake payload
+
+  std::vector<std::unique_ptr<Peer>> peers_;  // by rank
+
+  std::mutex pendingMu_;
+  std::unordered_map<uint64_t, Pending> pending_;
+  std::set<std::pair<Clock::time_point, uint64_t>> deadlines_;
+  std::condition_variable pendingCv_;  // deadlines changed / pending drained
+  std::atomic<uint64_t> nextCallId_{1};
+  std::thread timeoutThread_;
+  bool stopTimeouts_ = false;  // under pendingMu_
+
+  std::mutex serverMu_;
+  std::vector<std::shared_ptr<ServerPipe>> serverPipes_;
+  std::atomic<int64_t> serving_{0};  // requests being served here
+
+  std::unique_ptr<RRefContext> rrefs_;
+  std::unique_ptr<class ShutdownCoordinator> shutdown_;
+};
+
+}  // namespace rpcjob::runtime

@@ -1,0 +1,118 @@
+#include "shutdown.h"
+
+#include <tensorpipe/tensorpipe.h>
+
+#include "runtime_impl.h"
+
+namespace rpcjob::runtime {
+
+std::shared_ptr<detail::FutureState> ShutdownCoordinator::allJoined() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!allJoined_) allJoined_ = detail::newFutureState(nullptr);
+  return allJoined_;
+}
+
+void ShutdownCoordinator::markJoined(int rank) {
+  auto all = allJoined();
+  bool complete;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    joined_.insert(rank);
+    complete = joined_.size() >= rt_.workers().size();
+  }
+  if (complete) all->complete(c10::IValue());
+}
+
+Future ShutdownCoordinator::join(int rank) {
+  auto all = allJoined();
+  markJoined(rank);
+  return Future(all);
+}
+
+void ShutdownCoordinator::run(std::chrono::milliseconds deadline) {
+  auto until = Clock::now() + deadline;
+  {
+    // Our own calls first: nobody may close while we still wait for answers.
+    std::unique_lock<std::mutex> lock(rt_.pendingMu_);
+    rt_.pendingCv_.wait_until(lock, until, [&] { return rt_.pending_.empty(); });
+  }
+  auto remaining = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+  };
+  if (rt_.self().rank != 0) {
+    if (remaining().count() <= 0) return;
+    CallOptions options;
+    options.timeout = remaining();
+    // Fails at once if the leader is dead; then there is nobody to wait for.
+    rt_.rpcAsync(rt_.workers()[0].name, kBuiltinShutdownJoin, {}, options).wait();
+    return;
+  }
+  auto all = allJoined();
+  markJoined(0);
+  Future done(all);
+  while (!done.waitFor(std::chrono::milliseconds(100)) && remaining().count() > 0) {
+    std::set<int> missing;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& w : rt_.workers()) {
+        if (!joined_.count(w.rank)) missing.insert(w.rank);
+      }
+    }
+    for (int rank : missing) {
+      CallOptions options;
+      options.timeout = std::chrono::milliseconds(200);
+      Future ping = rt_.rpcAsync(rt_.workers()[rank].name, kBuiltinPing, {}, options);
+      ping.wait();
+      try {
+        std::rethrow_exception(ping.error());
+      } catch (const RpcError& e) {
+        if (e.code() == ErrorCode::kConnection) markJoined(rank);  // dead: nothing to wait for
+      } catch (...) {
+      }
+    }
+  }
+  // Let the join answers reach the others before we close our pipes.
+  if (done.isDone()) {
+    std::unique_lock<std::mutex> lock(rt_.pendingMu_);
+    rt_.pendingCv_.wait_until(lock, std::min(until, Clock::now() + std::chrono::milliseconds(200)),
+                              [&] { return rt_.serving_ == 0; });
+  }
+}
+
+void RuntimeImpl::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline) {
+  if (closed_) return;
+  if (mode == ShutdownMode::kGraceful && started_ && !closing_.exchange(true)) {
+    shutdown_->run(deadline);
+  }
+  if (closed_.exchange(true)) return;
+  if (listener_) listener_->close();
+  if (context_) {
+    context_->close();
+    context_->join();
+  }
+  std::vector<std::shared_ptr<detail::FutureState>> failed;
+  {
+    std::lock_guard<std::mutex> lock(pendingMu_);
+    for (auto& [id, p] : pending_) failed.push_back(std::move(p.future));
+    pending_.clear();
+    deadlines_.clear();
+    stopTimeouts_ = true;
+  }
+  pendingCv_.notify_all();
+  if (timeoutThread_.joinable()) timeoutThread_.join();
+  auto error = std::make_exception_ptr(
+      RpcError(ErrorCode::kShutdown, self().name, "worker '" + self().name + "' shut down"));
+  for (auto& f : failed) f->fail(error);
+  pool_->stop();
+  rrefs_->clear();
+  {
+    std::lock_guard<std::mutex> lock(serverMu_);
+    serverPipes_.clear();
+  }
+  for (auto& peer : peers_) {
+    std::lock_guard<std::mutex> lock(peer->mu);
+    peer->pipe.reset();
+  }
+}
+
+}  // namespace rpcjob::runtime

@@ -1,0 +1,86 @@
+#include "tensorpipe_registry.h"
+
+#include <tensorpipe/tensorpipe.h>
+#include <stdexcept>
+
+namespace rpcjob::runtime {
+namespace {
+
+std::shared_ptr<tensorpipe::transport::Context> createTransport(const std::string& name) {
+  if (name == "uv") return tensorpipe::transport::uv::create();
+  if (name == "shm") return tensorpipe::transport::shm::create();
+  if (name == "ibv") return tensorpipe::transport::ibv::create();
+  throw std::invalid_argument("unknown transport '" + name + "' (known: shm, ibv, uv)");
+}
+
+std::shared_ptr<tensorpipe::channel::Context> createChannel(const std::string& name,
+                                                            const std::string& host, int mptLanes) {
+  if (name == "basic") return tensorpipe::channel::basic::create();
+  if (name == "xth") return tensorpipe::channel::xth::create();
+  if (name == "cma") return tensorpipe::channel::cma::create();
+  if (name == "mpt") {
+    // mpt stripes a tensor over several uv connections ("lanes"), each with its
+    // own loop thread, so large CPU transfers between hosts use several cores.
+    std::vector<std::shared_ptr<tensorpipe::transport::Context>> contexts;
+    std::vector<std::shared_ptr<tensorpipe::transport::Listener>> listeners;
+    for (int i = 0; i < (mptLanes < 1 ? 1 : mptLanes); ++i) {
+      auto lane = tensorpipe::transport::uv::create();
+      listeners.push_back(lane->listen(host));
+      contexts.push_back(std::move(lane));
+    }
+    return tensorpipe::channel::mpt::create(std::move(contexts), std::move(listeners));
+  }
+  throw std::invalid_argument("unknown channel '" + name + "' (known: cma, mpt, xth, basic)");
+}
+
+int64_t priorityAt(size_t index, size_t count) {
+  return static_cast<int64_t>(count - index) * 100;
+}
+
+}  // namespace
+
+Registry registerTensorpipeContexts(tensorpipe::Context& context,
+                                    const std::vector<std::string>& transports,
+                                    const std::vector<std::string>& channels,
+                                    const std::string& host, int mptLanes,
+                                    const TransportWrapper& wrapTransport,
+                                    const ChannelWrapper& wrapChannel) {
+  Registry registry;
+  const auto& transportNames = transports.empty() ? kDefaultTransports : transports;
+  const auto& channelNames = channels.empty() ? kDefaultChannels : channels;
+  for (size_t i = 0; i < transportNames.size(); ++i) {
+    const std::string& name = transportNames[i];
+    auto created = createTransport(name);
+    if (!created->isViable()) {
+      registry.skipped.push_back(name + ": not viable on this host");
+      continue;
+    }
+    if (wrapTransport) created = wrapTransport(name, std::move(created));
+    int64_t priority = priorityAt(i, transportNames.size());
+    context.registerTransport(priority, name, created);
+    registry.transports.push_back({name, priority, std::move(created)});
+  }
+  if (registry.transports.empty()) {
+    throw std::invalid_argument("no viable transport among the allowed ones");
+  }
+  for (size_t i = 0; i < channelNames.size(); ++i) {
+    const std::string& name = channelNames[i];
+    auto created = createChannel(name, host, mptLanes);
+    if (!created->isViable()) {
+      // cma, for one, needs ptrace permission between the processes (CAP_SYS_PTRACE
+      // or a permissive Yama scope); without it TensorPipe would fail transfers.
+      registry.skipped.push_back(name + ": not viable on this host");
+      continue;
+    }
+    if (wrapChannel) created = wrapChannel(name, std::move(created));
+    int64_t priority = priorityAt(i, channelNames.size());
+    context.registerChannel(priority, name, created);
+    registry.channels.push_back({name, priority, std::move(created)});
+  }
+  if (registry.channels.empty()) {
+    throw std::invalid_argument("no viable channel among the allowed ones");
+  }
+  return registry;
+}
+
+}  // namespace rpcjob::runtime

@@ -1,0 +1,34 @@
+#pragma once
+// A fixed pool of threads running queued tasks in FIFO order: where functions
+// that may block and `then` continuations run, off TensorPipe's threads.
+// Thread safety: submit() from any thread; stop() once (the destructor calls it).
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace rpcjob::runtime {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  // Returns false (and drops the task) once stopped.
+  bool submit(std::function<void()> task);
+  // Runs what is queued, then joins. Safe to call from a pool thread (it then
+  // detaches instead of joining itself).
+  void stop();
+
+ private:
+  void run();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace rpcjob::runtime

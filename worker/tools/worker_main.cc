@@ -1,0 +1,89 @@
+// rpcjob-worker: one RPC worker process. Identity from the environment
+// (RPCJOB_ASSIGNMENT or RPCJOB_PEERS, and RPCJOB_WORKER_NAME or RPCJOB_RANK).
+//
+//   rpcjob-worker serve [--deadline-s N]   serve calls until every worker shuts down
+//   rpcjob-worker bench [--json] [--no-large]   rank 0 measures every peer; others serve
+//   rpcjob-worker --version
+//
+// Exit codes: 0 success, 1 runtime failure, 2 usage or identity error.
+
+#include <ATen/core/ivalue.h>
+
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "pair_bench.h"
+#include "rpcjob/assignment/environment.h"
+#include "rpcjob/runtime/runtime.h"
+#include "rpcjob/version.h"
+
+namespace {
+
+int usage() {
+  std::cerr
+      << "usage: rpcjob-worker serve [--deadline-s N]\n"
+         "       rpcjob-worker bench [--json] [--no-large]\n"
+         "       rpcjob-worker --version\n"
+         "identity: RPCJOB_ASSIGNMENT or RPCJOB_PEERS, and RPCJOB_WORKER_NAME or RPCJOB_RANK\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace rpcjob::runtime;
+  if (argc < 2) return usage();
+  std::string mode = argv[1];
+  if (mode == "--version") {
+    std::cout << "rpcjob-worker " << RPCJOB_VERSION_STRING << "\n";
+    return 0;
+  }
+  bool json = false;
+  rpcjob::worker::BenchConfig config;
+  long deadlineSeconds = 24 * 3600;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--json") {
+      json = true;
+    } else if (arg == "--no-large") {
+      config.large = false;
+    } else if (arg == "--deadline-s" && i + 1 < argc) {
+      deadlineSeconds = std::stol(argv[++i]);
+    } else {
+      return usage();
+    }
+  }
+  if (mode != "serve" && mode != "bench") return usage();
+
+  std::unique_ptr<Runtime> rt;
+  try {
+    rt = Runtime::fromEnvironment();
+  } catch (const std::exception& e) {
+    std::cerr << "rpcjob-worker: " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    rt->start();
+    if (mode == "bench" && rt->self().rank == 0) {
+      std::vector<rpcjob::worker::PairResult> results;
+      for (const auto& w : rt->workers()) {
+        if (w.rank == 0) continue;
+        results.push_back(rpcjob::worker::benchPair(*rt, w.name, config));
+      }
+      if (json) {
+        for (const auto& r : results) std::cout << rpcjob::worker::toJson(r) << "\n";
+      } else {
+        std::cout << rpcjob::worker::toTable(results);
+      }
+    }
+    // Serving is waiting in the shutdown barrier: it returns once every worker
+    // has joined (or died), and until then this worker keeps answering calls.
+    rt->shutdown(ShutdownMode::kGraceful, std::chrono::seconds(deadlineSeconds));
+  } catch (const std::exception& e) {
+    std::cerr << "rpcjob-worker " << rt->self().name << ": " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
