@@ -1,0 +1,34 @@
+#pragma once
+// Putting workers on nodes (the bin packing part of the planner), all or nothing.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rpcjob/api/types.h"
+#include "rpcjob/planner/cluster.h"
+
+namespace rpcjob::planner::detail {
+
+// One worker to place.
+struct Slot {
+  int group = 0;  // index in spec.workers
+  int index = 0;  // index within the group
+  std::string name;
+  Resources demand;
+  std::vector<int> candidates;  // node indices it may run on, ascending
+};
+
+// The workers of a job in natural order (groups in spec order, indices ascending),
+// with their demands and candidate nodes.
+std::vector<Slot> makeSlots(const api::RpcJob& job, const ClusterView& cluster);
+
+// Node index per slot, or nullopt when the greedy policies find no placement.
+std::optional<std::vector<int>> place(const std::vector<Slot>& slots, const ClusterView& cluster,
+                                      api::PlacementPolicy policy);
+
+// Why no placement was found: what is missing and where.
+std::string explainUnschedulable(const api::RpcJob& job, const std::vector<Slot>& slots,
+                                 const ClusterView& cluster);
+
+}  // namespace rpcjob::planner::detail
