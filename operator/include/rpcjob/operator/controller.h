@@ -1,0 +1,87 @@
+#pragma once
+// The seam between the client machinery and the reconciler: informers for the
+// resources the operator reads, a work queue of RpcJob keys, and worker threads
+// that call a Reconciler for one key at a time.
+//
+// Which events enqueue which job:
+//   RpcJob                      its own key
+//   Pod / Service / ConfigMap   the key of its controller owner, if that is an RpcJob
+//   Node                        every RpcJob (capacity changed: pending jobs may now fit)
+//
+// A reconcile that throws is retried after the queue's per-key backoff; one that
+// returns requeueAfter is run again after that delay; success forgets the key's
+// failures. Thread-safety: run() once; caches() from any thread after construction.
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rpcjob/operator/cache.h"
+#include "rpcjob/operator/cancellation.h"
+#include "rpcjob/operator/client.h"
+#include "rpcjob/operator/informer.h"
+#include "rpcjob/operator/work_queue.h"
+
+namespace rpcjob::op {
+
+// Read-only views of the informer caches, valid for the Controller's lifetime.
+struct Caches {
+  const kube::Cache& jobs;
+  const kube::Cache& pods;
+  const kube::Cache& services;
+  const kube::Cache& configMaps;
+  const kube::Cache& nodes;
+};
+
+struct ReconcileResult {
+  std::optional<std::chrono::milliseconds> requeueAfter;  // run again after this
+};
+
+// Observe -> compute -> act for one RpcJob. `jobKey` is "namespace/name"; the
+// job may be gone from caches.jobs (deleted): then clean up or do nothing.
+// Throw to have the key retried with backoff. Called from several worker
+// threads, never for the same key at once.
+class Reconciler {
+ public:
+  virtual ~Reconciler() = default;
+  virtual ReconcileResult reconcile(const std::string& jobKey, const Caches& caches) = 0;
+};
+
+struct ControllerOptions {
+  std::string ns;  // watch this namespace; empty: all
+  int workers = 2;
+  kube::InformerOptions informer;  // ns is taken from above
+  kube::WorkQueue::Options queue;
+  std::chrono::milliseconds syncTimeout{std::chrono::seconds(60)};
+};
+
+class Controller {
+ public:
+  Controller(std::shared_ptr<kube::Client> client, Reconciler& reconciler,
+             ControllerOptions options = {});
+  ~Controller();
+
+  // Starts the informers, waits until all have synced, runs the workers until
+  // `stop` fires, then stops everything. Returns false if the caches did not
+  // sync within syncTimeout.
+  bool run(kube::Cancellation& stop);
+
+  Caches caches() const;
+  kube::WorkQueue& queue() { return queue_; }
+  const std::vector<std::unique_ptr<kube::Informer>>& informers() const { return informers_; }
+
+ private:
+  void work();
+  void enqueueOwner(const kube::ObjectPtr& obj);
+
+  std::shared_ptr<kube::Client> client_;
+  Reconciler& reconciler_;
+  ControllerOptions options_;
+  kube::WorkQueue queue_;
+  std::vector<std::unique_ptr<kube::Informer>>
+      informers_;  // jobs, pods, services, configmaps, nodes
+};
+
+}  // namespace rpcjob::op

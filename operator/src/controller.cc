@@ -1,0 +1,105 @@
+#include "rpcjob/operator/controller.h"
+
+#include <thread>
+
+#include "rpcjob/operator/log.h"
+
+namespace rpcjob::op {
+
+using kube::ObjectPtr;
+
+Controller::Controller(std::shared_ptr<kube::Client> client, Reconciler& reconciler,
+                       ControllerOptions options)
+    : client_(std::move(client)),
+      reconciler_(reconciler),
+      options_(std::move(options)),
+      queue_(options_.queue) {
+  kube::InformerOptions io = options_.informer;
+  io.ns = options_.ns;
+  kube::InformerOptions nodes = options_.informer;
+  nodes.ns.clear();
+  namespace r = kube::resources;
+  informers_.push_back(std::make_unique<kube::Informer>(client_, r::kRpcJobs, io));
+  informers_.push_back(std::make_unique<kube::Informer>(client_, r::kPods, io));
+  informers_.push_back(std::make_unique<kube::Informer>(client_, r::kServices, io));
+  informers_.push_back(std::make_unique<kube::Informer>(client_, r::kConfigMaps, io));
+  informers_.push_back(std::make_unique<kube::Informer>(client_, r::kNodes, nodes));
+
+  auto enqueueSelf = [this](const ObjectPtr& o) { queue_.add(o->metadata.key()); };
+  informers_[0]->addHandler(
+      {enqueueSelf, [enqueueSelf](const ObjectPtr&, const ObjectPtr& n) { enqueueSelf(n); },
+       enqueueSelf});
+  auto owner = [this](const ObjectPtr& o) { enqueueOwner(o); };
+  for (int i = 1; i <= 3; ++i) {
+    informers_[i]->addHandler({owner,
+                               [owner](const ObjectPtr& o, const ObjectPtr& n) {
+                                 owner(o);
+                                 owner(n);
+                               },
+                               owner});
+  }
+  auto allJobs = [this](const ObjectPtr&) {
+    for (const auto& key : informers_[0]->cache().keys()) queue_.add(key);
+  };
+  informers_[4]->addHandler(
+      {allJobs, [allJobs](const ObjectPtr&, const ObjectPtr& n) { allJobs(n); }, allJobs});
+}
+
+Controller::~Controller() {
+  queue_.shutDown();
+  for (auto& i : informers_) i->stop();
+}
+
+void Controller::enqueueOwner(const ObjectPtr& obj) {
+  const kube::OwnerReference* ref = obj->metadata.controllerRef();
+  if (ref == nullptr || ref->kind != kube::resources::kRpcJobs.kind) return;
+  queue_.add(obj->metadata.namespace_ + "/" + ref->name);
+}
+
+Caches Controller::caches() const {
+  return Caches{informers_[0]->cache(), informers_[1]->cache(), informers_[2]->cache(),
+                informers_[3]->cache(), informers_[4]->cache()};
+}
+
+void Controller::work() {
+  Caches c = caches();
+  while (auto key = queue_.get()) {
+    try {
+      ReconcileResult result = reconciler_.reconcile(*key, c);
+      queue_.forget(*key);
+      if (result.requeueAfter) queue_.addAfter(*key, *result.requeueAfter);
+    } catch (const std::exception& e) {
+      auto delay = queue_.nextDelay(*key);
+      KLOG_WARN("controller", "reconcile " << *key << " failed (" << e.what() << "), retry in "
+                                           << delay.count() << " ms");
+      queue_.addRateLimited(*key);
+    }
+    queue_.done(*key);
+  }
+}
+
+bool Controller::run(kube::Cancellation& stop) {
+  for (auto& i : informers_) i->start();
+  auto deadline = std::chrono::steady_clock::now() + options_.syncTimeout;
+  for (auto& i : informers_) {
+    while (!i->waitForSync(std::chrono::milliseconds(200))) {
+      if (stop.cancelled() || std::chrono::steady_clock::now() > deadline) {
+        if (!stop.cancelled()) {
+          KLOG_ERROR("controller", i->resource().plural << " did not sync in time");
+        }
+        queue_.shutDown();
+        for (auto& j : informers_) j->stop();
+        return stop.cancelled();
+      }
+    }
+  }
+  KLOG_INFO("controller", "caches synced; " << options_.workers << " workers");
+  std::vector<std::thread> workers;
+  for (int i = 0; i < std::max(1, options_.workers); ++i) workers.emplace_back([this] { work(); });
+  kube::CancelRegistration reg(stop, [this] { queue_.shutDown(); });
+  for (auto& t : workers) t.join();
+  for (auto& i : informers_) i->stop();
+  return true;
+}
+
+}  // namespace rpcjob::op

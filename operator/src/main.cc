@@ -1,0 +1,187 @@
+// rpcjob-operator: watches RpcJobs and (for now) logs what it sees. The
+// reconciler that plans and launches jobs plugs in through op::Reconciler.
+//
+//   rpcjob-operator [--kubeconfig FILE] [--namespace NS] [--leader-elect]
+//                   [--lease-namespace NS] [--lease-name NAME] [--id IDENTITY]
+//                   [--workers N] [-v] [--version]
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "rpcjob/operator/client.h"
+#include "rpcjob/operator/config.h"
+#include "rpcjob/operator/controller.h"
+#include "rpcjob/operator/leader_election.h"
+#include "rpcjob/operator/log.h"
+#include "rpcjob/version.h"
+
+namespace {
+
+using namespace rpcjob;
+
+struct Flags {
+  std::string kubeconfig;
+  std::string ns;
+  bool leaderElect = false;
+  std::string leaseNamespace;
+  std::string leaseName = "rpcjob-operator";
+  std::string id;
+  int workers = 2;
+};
+
+void usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: rpcjob-operator [--kubeconfig FILE] [--namespace NS] [--leader-elect]\n"
+               "                       [--lease-namespace NS] [--lease-name NAME] [--id ID]\n"
+               "                       [--workers N] [-v] [--version]\n"
+               "Without --kubeconfig: $KUBECONFIG, then the in-cluster service account,\n"
+               "then ~/.kube/config. Without --namespace: all namespaces.\n");
+}
+
+// The reconciler until the planner lands: it logs what it would reconcile.
+class LoggingReconciler final : public op::Reconciler {
+ public:
+  op::ReconcileResult reconcile(const std::string& key, const op::Caches& caches) override {
+    kube::ObjectPtr job = caches.jobs.get(key);
+    if (!job) {
+      KLOG_INFO("reconcile", key << ": gone");
+      return {};
+    }
+    size_t pods = caches.pods.listOwnedBy(job->metadata.uid).size();
+    KLOG_INFO("reconcile", key << ": generation " << job->metadata.generation << ", version "
+                               << job->metadata.resourceVersion << ", " << pods << " pods owned");
+    return {};
+  }
+};
+
+kube::Cancellation gStop;
+void onSignal(int) {
+  // Only async-signal-safe work here: a thread below does the cancel.
+  static const char msg[] = "signal: stopping\n";
+  (void)!write(2, msg, sizeof msg - 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Signals: blocked before any thread exists (cpprestsdk starts a pool), so
+  // every thread inherits the mask; one thread below waits for them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* name) -> std::string {
+      std::string prefix = std::string(name) + "=";
+      if (a.rfind(prefix, 0) == 0) return a.substr(prefix.size());
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "rpcjob-operator: %s needs a value\n", name);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    auto is = [&](const char* name) {
+      return a == name || a.rfind(std::string(name) + "=", 0) == 0;
+    };
+    if (a == "--version") {
+      std::printf("rpcjob-operator %s\n", RPCJOB_VERSION_STRING);
+      return 0;
+    } else if (a == "-h" || a == "--help") {
+      usage(stdout);
+      return 0;
+    } else if (a == "-v") {
+      kube::setLogLevel(kube::LogLevel::kDebug);
+    } else if (a == "--leader-elect") {
+      flags.leaderElect = true;
+    } else if (is("--kubeconfig")) {
+      flags.kubeconfig = value("--kubeconfig");
+    } else if (is("--namespace")) {
+      flags.ns = value("--namespace");
+    } else if (is("--lease-namespace")) {
+      flags.leaseNamespace = value("--lease-namespace");
+    } else if (is("--lease-name")) {
+      flags.leaseName = value("--lease-name");
+    } else if (is("--id")) {
+      flags.id = value("--id");
+    } else if (is("--workers")) {
+      flags.workers = std::atoi(value("--workers").c_str());
+    } else {
+      std::fprintf(stderr, "rpcjob-operator: unknown argument %s\n", a.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+
+  kube::ClusterConfig config;
+  try {
+    config = kube::loadDefaultConfig(flags.kubeconfig);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rpcjob-operator: %s\n", e.what());
+    return 2;
+  }
+  KLOG_INFO("main", "rpcjob-operator " << RPCJOB_VERSION_STRING << " using " << config.server
+                                       << " from " << config.source);
+  auto client = kube::Client::fromConfig(config);
+
+  std::thread signals([set] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    onSignal(sig);
+    gStop.cancel();
+  });
+  signals.detach();
+
+  LoggingReconciler reconciler;
+  op::ControllerOptions co;
+  co.ns = flags.ns;
+  co.workers = flags.workers;
+  int rc = 0;
+  if (!flags.leaderElect) {
+    op::Controller controller(client, reconciler, co);
+    rc = controller.run(gStop) ? 0 : 1;
+  } else {
+    kube::LeaderElectionOptions lo;
+    lo.leaseNamespace = !flags.leaseNamespace.empty() ? flags.leaseNamespace : config.namespace_;
+    lo.leaseName = flags.leaseName;
+    lo.identity = flags.id;
+    if (lo.identity.empty()) {
+      char host[256] = {};
+      gethostname(host, sizeof host - 1);
+      lo.identity = std::string(host) + "_" + std::to_string(std::random_device{}() % 100000);
+    }
+    // Lead, then run the controller until stopped or the lease is lost. A lost
+    // lease ends the process (exit 1): the Deployment restarts it as a candidate.
+    kube::Cancellation controllerStop;
+    std::thread controllerThread;
+    op::Controller controller(client, reconciler, co);
+    kube::LeaderCallbacks cb;
+    std::atomic<bool> syncFailed{false};
+    cb.onStartedLeading = [&] {
+      controllerThread = std::thread([&] {
+        if (!controller.run(controllerStop) && !controllerStop.cancelled()) {
+          syncFailed = true;  // give the lease up and exit non-zero
+          gStop.cancel();
+        }
+      });
+    };
+    cb.onStoppedLeading = [&] { controllerStop.cancel(); };
+    cb.onNewLeader = [](const std::string& id) { KLOG_INFO("leader", "leader is " << id); };
+    kube::LeaderElector elector(client, lo, cb);
+    bool lost = elector.run(gStop);
+    if (controllerThread.joinable()) controllerThread.join();
+    rc = lost || syncFailed ? 1 : 0;
+  }
+  KLOG_INFO("main", "stopped");
+  return rc;
+}

@@ -1,0 +1,42 @@
+#pragma once
+// A real control plane (etcd, kube-apiserver, kube-controller-manager) for a
+// test binary, through tests/kube/control-plane.sh. Start it once per binary
+// (a gtest Environment), never per test: it takes ~10 s.
+
+#include <memory>
+#include <string>
+
+#include "rpcjob/operator/client.h"
+
+namespace rpcjob::testing {
+
+class ControlPlane {
+ public:
+  // Empty when the binaries are built; else why not (tests then GTEST_SKIP).
+  static std::string unavailableReason();
+
+  // Starts in a fresh temp dir. Throws std::runtime_error on failure (with the
+  // script's output). A watchdog stops the processes if this process dies.
+  ControlPlane();
+  ~ControlPlane();  // stops and removes the temp dir
+
+  void restartApiserver();  // same port and etcd data
+
+  const std::string& dir() const { return dir_; }
+  const std::string& url() const { return url_; }
+  std::string kubeconfig() const { return dir_ + "/kubeconfig"; }
+  std::string nogroupKubeconfig() const { return dir_ + "/kubeconfig-nogroup"; }
+
+  std::shared_ptr<kube::Client> adminClient(kube::ClientOptions o = {}) const;
+  std::shared_ptr<kube::Client> nogroupClient() const;
+
+ private:
+  std::string script() const;
+  std::string dir_;
+  std::string url_;
+};
+
+// Runs a shell command; returns its exit status and fills `output`.
+int runCommand(const std::string& command, std::string* output = nullptr);
+
+}  // namespace rpcjob::testing
