@@ -66,7 +66,7 @@ Endpoint::Endpoint(EndpointOptions options)
           std::make_shared<tensorpipe::Context>(tensorpipe::ContextOptions().name(options.name))),
       transport_(options.transport) {
   auto transport = createTransport(options.transport);
-  if (options.metrics != nullptr) {
+  if (options.metrics != nullptr && options.instrumentTransport) {
     transport = instrument::instrumentTransport(options.transport, transport, *options.metrics);
   }
   context_->registerTransport(0, options.transport, transport);

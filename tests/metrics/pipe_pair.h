@@ -25,6 +25,7 @@ struct EndpointOptions {
   std::vector<std::string> channels;  // "basic", "cma", "xth", in descending priority
   std::string transport = "uv";
   metrics::ChannelMetrics* metrics = nullptr;  // null: no decorators
+  bool instrumentTransport = true;             // with metrics: wrap the transport too
 };
 
 // A tensorpipe::Context with the given transport and channels registered
