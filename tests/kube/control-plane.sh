@@ -343,11 +343,11 @@ EOF
   log "ready at $url (state in $dir)"
 }
 
-kill_pid() { # kill_pid PID: TERM, wait up to 10 s, then KILL
-  local pid=$1 i
+kill_pid() { # kill_pid PID [GRACE_TENTHS]: TERM, wait (default 5 s), then KILL
+  local pid=$1 grace=${2:-50} i
   kill -0 "$pid" 2>/dev/null || return 0
   kill "$pid" 2>/dev/null || true
-  for i in $(seq 50); do
+  for i in $(seq "$grace"); do
     kill -0 "$pid" 2>/dev/null || return 0
     sleep 0.2
   done
@@ -358,8 +358,10 @@ do_stop() { # do_stop DIR: reverse order of start
   local dir=$1
   [ -f "$dir/pids" ] || return 0
   local name pid
+  # kube-apiserver drains its watches for a long time on TERM; a test control
+  # plane needs no graceful end, so each process gets 2 s.
   tac "$dir/pids" | while read -r name pid; do
-    [ -n "$pid" ] && kill_pid "$pid"
+    [ -n "$pid" ] && kill_pid "$pid" 20
   done
   : >"$dir/pids"
 }
@@ -367,7 +369,7 @@ do_stop() { # do_stop DIR: reverse order of start
 do_restart_apiserver() { # same port, same etcd
   local dir=$1 pid
   pid=$(awk '$1=="kube-apiserver"{print $2}' "$dir/pids")
-  [ -n "$pid" ] && kill_pid "$pid"
+  [ -n "$pid" ] && kill_pid "$pid" 20
   start_apiserver "$dir"
 }
 
