@@ -18,6 +18,12 @@ inline constexpr const char* kEnvAssignmentPath = "RPCJOB_ASSIGNMENT";
 // Alternative to the file for ad-hoc runs: "name@host:port,name@host:port,..." in
 // rank order (the first is rank 0).
 inline constexpr const char* kEnvPeers = "RPCJOB_PEERS";
+// Where a worker writes its final metrics (Prometheus text format) when it exits, so
+// that the local runner can print bytes per channel after the processes are gone.
+// Unset: nothing is written.
+inline constexpr const char* kEnvMetricsFile = "RPCJOB_METRICS_FILE";
+// Port of the worker's /metrics endpoint (overrides the table's metricsPort; 0: none).
+inline constexpr const char* kEnvMetricsPort = "RPCJOB_METRICS_PORT";
 
 // Builds an assignment from an RPCJOB_PEERS list. Throws AssignmentError.
 Assignment assignmentFromPeerList(const std::string& list);
