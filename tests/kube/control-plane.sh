@@ -354,15 +354,26 @@ kill_pid() { # kill_pid PID [GRACE_TENTHS]: TERM, wait (default 5 s), then KILL
   kill -9 "$pid" 2>/dev/null || true
 }
 
-do_stop() { # do_stop DIR: reverse order of start
+do_stop() { # do_stop DIR: every process listed in DIR/pids
   local dir=$1
   [ -f "$dir/pids" ] || return 0
-  local name pid
+  local pid
   # kube-apiserver drains its watches for a long time on TERM; a test control
   # plane needs no graceful end, so each process gets 2 s.
-  tac "$dir/pids" | while read -r name pid; do
-    [ -n "$pid" ] && kill_pid "$pid" 20
+  local pids
+  pids=$(awk '{print $2}' "$dir/pids")
+  [ -n "$pids" ] || return 0
+  # shellcheck disable=SC2086
+  kill $pids 2>/dev/null || true
+  local i alive
+  for i in $(seq 20); do
+    alive=
+    for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive+=" $pid"; done
+    [ -z "$alive" ] && break
+    sleep 0.1
   done
+  # shellcheck disable=SC2086
+  [ -n "$alive" ] && kill -9 $alive 2>/dev/null || true
   : >"$dir/pids"
 }
 
