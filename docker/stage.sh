@@ -55,20 +55,22 @@ case "$kind" in
   *) echo "usage: $0 operator|worker SRC BUILD OUT" >&2; exit 2 ;;
 esac
 
-# Runtime packages: the owner of every library ldd resolves outside our prefix.
+# Runtime packages: the owners of the libraries our files load directly (their
+# NEEDED entries, resolved by ldd); apt brings in what those depend on.
 owner() {  # the Debian package owning a file; bookworm registers some under /lib, some under /usr/lib
-  local f=$1 p
+  local f=$1 p cand
   for cand in "$f" "$(readlink -f "$f")" "${f#/usr}" "/usr$f"; do
     p=$(dpkg-query -S "$cand" 2>/dev/null | head -n1 | cut -d: -f1) && [ -n "$p" ] && { echo "$p"; return; }
   done
   echo "stage: no package owns $f (it must come with the base image)" >&2
 }
 export LD_LIBRARY_PATH=$root$prefix/lib
-: > "$out/runtime-packages.txt"
-while IFS= read -r elf; do
-  ldd "$elf" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'
-done < <(find "$root$prefix" -type f \( -perm -u+x -o -name '*.so*' \) -exec sh -c 'head -c4 "$1" | grep -q ELF' _ {} \; -print) \
-  | grep -v "^$root" | sort -u | while IFS= read -r lib; do owner "$lib"; done \
+elfs=$(find "$root$prefix" -type f \( -perm -u+x -o -name '*.so*' \) \
+         -exec sh -c 'head -c4 "$1" | grep -q ELF' _ {} \; -print)
+for elf in $elfs; do
+  needed=$(objdump -p "$elf" | awk '$1 == "NEEDED" { print $2 }')
+  ldd "$elf" | awk -v needed=" $(echo $needed) " '$2 == "=>" && $3 ~ /^\// && index(needed, " " $1 " ") { print $3 }'
+done | grep -v "^$root" | sort -u | while IFS= read -r lib; do owner "$lib"; done \
   | sort -u > "$out/runtime-packages.txt"
 if ldd "$root$prefix"/bin/* 2>/dev/null | grep -q 'not found'; then
   ldd "$root$prefix"/bin/* | grep 'not found' >&2; echo "stage: unresolved libraries" >&2; exit 1
