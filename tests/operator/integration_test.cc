@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "control_plane.h"
+#include "rpcjob/operator/events.h"
 #include "rpcjob/operator/informer.h"
 #include "rpcjob/operator/leader_election.h"
 
@@ -153,6 +154,23 @@ TEST_F(Kube, ConfigMapCrud) {
   } catch (const ApiError& e) {
     EXPECT_TRUE(e.notFound()) << e.what();
   }
+}
+
+TEST_F(Kube, EventsAreRecordedAgainstTheirObject) {
+  const std::string ns = makeNamespace("events");
+  Object target = client_->create(r::kConfigMaps, ns, configMap("about", "1"));
+  EventRecorder recorder(client_, "rpcjob-operator");
+  ASSERT_TRUE(recorder.record(target, "Warning", "Unschedulable", "needs 8 nvidia.com/gpu"));
+  ListOptions lo;
+  lo.fieldSelector = "involvedObject.name=about";
+  ObjectList events = client_->list(r::kEvents, ns, lo);
+  ASSERT_EQ(events.items.size(), 1u);
+  EXPECT_EQ(jsonString(events.items[0].json, "/reason"), "Unschedulable");
+  EXPECT_EQ(jsonString(events.items[0].json, "/involvedObject/uid"), target.metadata.uid);
+  Object gone;
+  gone.metadata.name = "x";
+  gone.metadata.namespace_ = "no-such-namespace";
+  EXPECT_FALSE(recorder.record(gone, "Normal", "Nothing", "")) << "must fail softly";
 }
 
 TEST_F(Kube, CustomResourceCrudAndStatus) {
