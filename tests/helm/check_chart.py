@@ -297,8 +297,7 @@ class Checker:
             self.ok(f"{len(files)} dashboard ConfigMap(s) (grafana_dashboard=\"1\") equal metrics/dashboards/*.json byte for byte")
 
     def check_rules(self, objs):
-        files = sorted(glob.glob(os.path.join(self.src, "metrics/rules/*.yaml"))
-                       + glob.glob(os.path.join(self.src, "metrics/rules/*.yml")))
+        files = rule_files(self.src)
         rules = [o for o in objs if o["kind"] == "PrometheusRule"]
         if not files:
             return self.fail("metrics/rules/ has no *.yaml")
@@ -338,14 +337,16 @@ class Checker:
             pairs = [("crds/rpcjob.yaml", "crds/rpcjob.yaml")]
             pairs += [(f"dashboards/{os.path.basename(p)}", os.path.relpath(p, self.src))
                       for p in glob.glob(os.path.join(self.src, "metrics/dashboards/*.json"))]
-            pairs += [(f"rules/{os.path.basename(p)}", os.path.relpath(p, self.src))
-                      for p in glob.glob(os.path.join(self.src, "metrics/rules/*.y*ml"))]
+            pairs += [(f"rules/{os.path.basename(p)}", os.path.relpath(p, self.src)) for p in rule_files(self.src)]
             for inside, repo in pairs:
                 m = members.get(f"rpcjob-operator/{inside}")
                 if m is None or not m.isfile():
                     self.fail(f"the packaged chart lacks {inside} (as a regular file)")
                 elif tar.extractfile(m).read() != self.read(repo):
                     self.fail(f"the packaged {inside} differs from {repo}")
+            stray = [n for n in members if re.match(r"rpcjob-operator/(dashboards/.*\.py|rules/.*test.*)$", n)]
+            if stray:
+                self.fail(f"the packaged chart holds files .helmignore should keep out: {stray}")
             links = [n for n, m in members.items() if m.issym() or m.islnk()]
             if links:
                 self.fail(f"the packaged chart holds links: {links}")
@@ -384,6 +385,12 @@ class Checker:
             if not missing and not extra:
                 self.ok(f"{what}: the chart's RBAC is exactly the {len(declared)} (group, resource, verb) "
                         f"triples from {len(where)} marker(s) in operator/")
+
+
+def rule_files(src):
+    """metrics/rules/*.yaml|yml that are rule files (promtool's *test* files are not)."""
+    return sorted(p for p in glob.glob(os.path.join(src, "metrics/rules/*.y*ml"))
+                  if os.path.splitext(p)[1] in (".yaml", ".yml") and "test" not in os.path.basename(p))
 
 
 MARKER = re.compile(r"//\s*\+rpcjob:rbac:(\S+)")
