@@ -54,6 +54,7 @@ TEST(RRefTest, OwnerFreesTheValueOnceEveryUserIsGone) {
   runtime::RRef failed = rt.remote("w1", "raise", {std::string("no value")});
   EXPECT_TRUE(failed.confirmed().hasError());
   EXPECT_THROW(failed.toHere(), runtime::RpcError);
+  failed = runtime::RRef();
 
   // Forking an RRef that this worker owns... the driver owns nothing, so fork
   // one owned by w1 back to its owner: the owner sees its own value.

@@ -15,10 +15,9 @@
 #include <tensorpipe/transport/connection.h>
 #include <tensorpipe/transport/listener.h>
 
-#include <prometheus/counter.h>
-
 #include "rpcjob/instrument/instrument.h"
 #include "rpcjob/instrument/peer_id.h"
+#include "rpcjob/metrics/atomic_metrics.h"
 #include "rpcjob/metrics/channel_metrics.h"
 
 namespace rpcjob {
@@ -55,7 +54,7 @@ class Counts {
   }
   void error() noexcept {
     if (auto* handles = bound_.load(std::memory_order_acquire)) {
-      handles->errors->Increment();
+      handles->errors->add(1);
     } else {
       pendingErrors_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -75,9 +74,9 @@ class Counts {
 
  private:
   void add(size_t bytes, std::atomic<std::uint64_t>& pending,
-           prometheus::Counter* metrics::TransportHandles::*counter) noexcept {
+           metrics::AtomicCounter* metrics::TransportHandles::*counter) noexcept {
     if (auto* handles = bound_.load(std::memory_order_acquire)) {
-      (handles->*counter)->Increment(static_cast<double>(bytes));
+      (handles->*counter)->add(bytes);
     } else {
       pending.fetch_add(bytes, std::memory_order_relaxed);
     }
@@ -85,20 +84,20 @@ class Counts {
 
   void bind(const std::string& peer) {
     auto& handles = shared_->metrics.transport(shared_->name, peer);
-    handles.connections->Increment();
+    handles.connections->add(1);
     bound_.store(&handles, std::memory_order_release);
     flush(handles);
   }
 
   void flush(metrics::TransportHandles& handles) {
     if (auto n = pendingSent_.exchange(0)) {
-      handles.bytesSent->Increment(static_cast<double>(n));
+      handles.bytesSent->add(n);
     }
     if (auto n = pendingReceived_.exchange(0)) {
-      handles.bytesReceived->Increment(static_cast<double>(n));
+      handles.bytesReceived->add(n);
     }
     if (auto n = pendingErrors_.exchange(0)) {
-      handles.errors->Increment(static_cast<double>(n));
+      handles.errors->add(n);
     }
   }
 
