@@ -1,10 +1,6 @@
 #include "rpcjob/metrics/channel_metrics.h"
 
-#include <prometheus/counter.h>
-#include <prometheus/family.h>
-#include <prometheus/registry.h>
-
-#include "rpcjob/metrics/atomic_histogram.h"
+#include "rpcjob/metrics/atomic_metrics.h"
 #include "rpcjob/metrics/metrics.h"
 #include "rpcjob/metrics/names.h"
 
@@ -12,13 +8,8 @@ namespace rpcjob {
 namespace metrics {
 namespace {
 
-prometheus::Family<prometheus::Counter>& counterFamily(Metrics& metrics, const char* name,
-                                                       const char* help) {
-  return prometheus::BuildCounter()
-      .Name(name)
-      .Help(help)
-      .Labels(metrics.options().constantLabels)
-      .Register(metrics.registry());
+AtomicCounterFamily& counterFamily(Metrics& metrics, const char* name, const char* help) {
+  return metrics.addCounterFamily(name, help);
 }
 
 }  // namespace
@@ -28,13 +19,13 @@ const char* toString(Direction direction) {
 }
 
 void TransferHandles::recordSuccess(std::size_t length, double seconds) const noexcept {
-  transfers->Increment();
-  bytes->Increment(static_cast<double>(length));
+  transfers->add(1);
+  bytes->add(length);
   duration->observe(seconds);
 }
 
 void TransferHandles::recordError() const noexcept {
-  errors->Increment();
+  errors->add(1);
 }
 
 ChannelMetrics::ChannelMetrics(Metrics& metrics)
@@ -71,9 +62,9 @@ TransferHandles& ChannelMetrics::transfer(const TransferLabels& in) {
                                     {labels::kLocalDevice, in.localDevice},
                                     {labels::kRemoteDevice, in.remoteDevice}};
     slot = std::make_unique<TransferHandles>();
-    slot->transfers = &transfers_.Add(labels);
-    slot->bytes = &bytes_.Add(labels);
-    slot->errors = &errors_.Add(labels);
+    slot->transfers = &transfers_.add(labels);
+    slot->bytes = &bytes_.add(labels);
+    slot->errors = &errors_.add(labels);
     slot->duration = &duration_.add(labels);
   }
   return *slot;
@@ -91,10 +82,10 @@ TransportHandles& ChannelMetrics::transport(const std::string& transport,
     prometheus::Labels received = labels;
     received[labels::kDirection] = "recv";
     slot = std::make_unique<TransportHandles>();
-    slot->connections = &transportConnections_.Add(labels);
-    slot->bytesSent = &transportBytes_.Add(sent);
-    slot->bytesReceived = &transportBytes_.Add(received);
-    slot->errors = &transportErrors_.Add(labels);
+    slot->connections = &transportConnections_.add(labels);
+    slot->bytesSent = &transportBytes_.add(sent);
+    slot->bytesReceived = &transportBytes_.add(received);
+    slot->errors = &transportErrors_.add(labels);
   }
   return *slot;
 }

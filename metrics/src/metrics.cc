@@ -4,7 +4,7 @@
 
 #include <prometheus/registry.h>
 
-#include "rpcjob/metrics/atomic_histogram.h"
+#include "rpcjob/metrics/atomic_metrics.h"
 #include "rpcjob/metrics/channel_metrics.h"
 #include "rpcjob/metrics/rpc_metrics.h"
 
@@ -19,17 +19,26 @@ Metrics::Metrics(MetricsOptions options)
 
 Metrics::~Metrics() = default;
 
+AtomicCounterFamily& Metrics::addCounterFamily(const std::string& name, const std::string& help) {
+  auto family = std::make_unique<AtomicCounterFamily>(name, help, options_.constantLabels);
+  auto& ref = *family;
+  families_.push_back(std::move(family));
+  return ref;
+}
+
 AtomicHistogramFamily& Metrics::addHistogramFamily(const std::string& name, const std::string& help,
                                                    std::vector<double> bounds) {
-  histograms_.push_back(std::make_unique<AtomicHistogramFamily>(name, help, std::move(bounds),
-                                                                options_.constantLabels));
-  return *histograms_.back();
+  auto family = std::make_unique<AtomicHistogramFamily>(name, help, std::move(bounds),
+                                                        options_.constantLabels);
+  auto& ref = *family;
+  families_.push_back(std::move(family));
+  return ref;
 }
 
 std::vector<prometheus::MetricFamily> Metrics::collect() const {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
-  for (const auto& histogram : histograms_) {
-    for (auto& family : histogram->Collect()) {
+  for (const auto& atomicFamily : families_) {
+    for (auto& family : atomicFamily->Collect()) {
       families.push_back(std::move(family));
     }
   }

@@ -5,7 +5,7 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
-#include "rpcjob/metrics/atomic_histogram.h"
+#include "rpcjob/metrics/atomic_metrics.h"
 #include "rpcjob/metrics/metrics.h"
 #include "rpcjob/metrics/names.h"
 

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 #include <prometheus/counter.h>
 
-#include "rpcjob/metrics/atomic_histogram.h"
+#include "rpcjob/metrics/atomic_metrics.h"
 #include "rpcjob/metrics/channel_metrics.h"
 #include "rpcjob/metrics/http_server.h"
 #include "rpcjob/metrics/metrics.h"

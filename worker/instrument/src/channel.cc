@@ -1,7 +1,6 @@
 // The channel decorator: InstrumentedChannelContext / InstrumentedChannel.
 
 #include <atomic>
-#include <chrono>
 #include <deque>
 #include <mutex>
 #include <utility>
@@ -11,6 +10,7 @@
 #include "rpcjob/instrument/instrument.h"
 #include "rpcjob/instrument/peer_id.h"
 #include "rpcjob/metrics/channel_metrics.h"
+#include "tick_clock.h"
 
 namespace rpcjob {
 namespace instrument {
@@ -24,8 +24,6 @@ void TransferReport::operator()(double seconds) const noexcept {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 std::string deviceLabel(const tensorpipe::Device& device) {
   return device.type == tensorpipe::kCpuDeviceType ? std::string("cpu") : device.toString();
 }
@@ -33,10 +31,14 @@ std::string deviceLabel(const tensorpipe::Device& device) {
 // What a context shares with its channels.
 struct Shared {
   Shared(std::string n, metrics::ChannelMetrics& m, std::shared_ptr<TransferTimer> t)
-      : name(std::move(n)), metrics(m), timer(std::move(t)) {}
+      : name(std::move(n)),
+        metrics(m),
+        timer(std::move(t)),
+        secondsPerTick(tick_clock::secondsPerTick()) {}
   const std::string name;
   metrics::ChannelMetrics& metrics;
   const std::shared_ptr<TransferTimer> timer;
+  const double secondsPerTick;
   std::mutex mutex;
   std::string contextId;  // from Context::setId; guarded by mutex
 };
@@ -107,12 +109,13 @@ class InstrumentedChannel final : public tensorpipe::channel::Channel {
         callback(error);
       };
     }
-    const auto start = Clock::now();
-    return [handles, length, start, callback{std::move(callback)}](const tensorpipe::Error& error) {
+    const std::uint64_t start = tick_clock::now();
+    return [handles, length, start, perTick{shared_->secondsPerTick},
+            callback{std::move(callback)}](const tensorpipe::Error& error) {
       if (error) {
         handles->recordError();
       } else {
-        handles->recordSuccess(length, std::chrono::duration<double>(Clock::now() - start).count());
+        handles->recordSuccess(length, tick_clock::seconds(start, tick_clock::now(), perTick));
       }
       callback(error);
     };

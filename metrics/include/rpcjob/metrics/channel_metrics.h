@@ -16,15 +16,11 @@
 #include <string>
 #include <tuple>
 
-namespace prometheus {
-class Counter;
-template <typename T>
-class Family;
-}  // namespace prometheus
-
 namespace rpcjob {
 namespace metrics {
 
+class AtomicCounter;
+class AtomicCounterFamily;
 class AtomicHistogram;
 class AtomicHistogramFamily;
 class Metrics;
@@ -43,9 +39,9 @@ struct TransferLabels {
 // The series of one TransferLabels. Thread safety: the record methods are
 // lock-free (atomic counters) and may be called from any thread.
 struct TransferHandles {
-  prometheus::Counter* transfers = nullptr;
-  prometheus::Counter* bytes = nullptr;
-  prometheus::Counter* errors = nullptr;
+  AtomicCounter* transfers = nullptr;
+  AtomicCounter* bytes = nullptr;
+  AtomicCounter* errors = nullptr;
   AtomicHistogram* duration = nullptr;
 
   // A transfer completed: one transfer, `length` bytes, `seconds` from the
@@ -57,10 +53,10 @@ struct TransferHandles {
 
 // The series of one (transport, peer). Same thread safety as TransferHandles.
 struct TransportHandles {
-  prometheus::Counter* connections = nullptr;
-  prometheus::Counter* bytesSent = nullptr;
-  prometheus::Counter* bytesReceived = nullptr;
-  prometheus::Counter* errors = nullptr;
+  AtomicCounter* connections = nullptr;
+  AtomicCounter* bytesSent = nullptr;
+  AtomicCounter* bytesReceived = nullptr;
+  AtomicCounter* errors = nullptr;
 };
 
 // Thread safety: all methods may be called from any thread; transfer(),
@@ -89,13 +85,13 @@ class ChannelMetrics {
 
  private:
   Metrics& metrics_;
-  prometheus::Family<prometheus::Counter>& transfers_;
-  prometheus::Family<prometheus::Counter>& bytes_;
-  prometheus::Family<prometheus::Counter>& errors_;
+  AtomicCounterFamily& transfers_;
+  AtomicCounterFamily& bytes_;
+  AtomicCounterFamily& errors_;
   AtomicHistogramFamily& duration_;
-  prometheus::Family<prometheus::Counter>& transportConnections_;
-  prometheus::Family<prometheus::Counter>& transportBytes_;
-  prometheus::Family<prometheus::Counter>& transportErrors_;
+  AtomicCounterFamily& transportConnections_;
+  AtomicCounterFamily& transportBytes_;
+  AtomicCounterFamily& transportErrors_;
 
   mutable std::mutex mutex_;
   using TransferKey = std::tuple<std::string, int, std::string, std::string, std::string>;

@@ -19,6 +19,8 @@ class Registry;
 namespace rpcjob {
 namespace metrics {
 
+class AtomicCounterFamily;
+class AtomicFamilyBase;
 class AtomicHistogramFamily;
 class ChannelMetrics;
 class RpcMetrics;
@@ -50,10 +52,11 @@ class Metrics {
   // register their own families here.
   prometheus::Registry& registry() { return *registry_; }
 
-  // Every family, sorted by name: the registry's and the histogram families'.
+  // Every family, sorted by name: the registry's and the lock-free ones.
   std::vector<prometheus::MetricFamily> collect() const;
 
-  // Creates a lock-free histogram family that collect() includes.
+  // Create lock-free families that collect() includes (with the constant labels).
+  AtomicCounterFamily& addCounterFamily(const std::string& name, const std::string& help);
   AtomicHistogramFamily& addHistogramFamily(const std::string& name, const std::string& help,
                                             std::vector<double> bounds);
 
@@ -66,7 +69,7 @@ class Metrics {
  private:
   const MetricsOptions options_;
   std::shared_ptr<prometheus::Registry> registry_;
-  std::vector<std::unique_ptr<AtomicHistogramFamily>> histograms_;
+  std::vector<std::unique_ptr<AtomicFamilyBase>> families_;
   std::unique_ptr<ChannelMetrics> channels_;
   std::unique_ptr<RpcMetrics> rpc_;
 };

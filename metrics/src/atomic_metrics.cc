@@ -1,4 +1,4 @@
-#include "rpcjob/metrics/atomic_histogram.h"
+#include "rpcjob/metrics/atomic_metrics.h"
 
 #include <algorithm>
 #include <limits>
@@ -15,6 +15,10 @@ std::vector<double> sorted(std::vector<double> bounds) {
 
 }  // namespace
 
+void AtomicCounter::fill(prometheus::ClientMetric& metric) const {
+  metric.counter.value = static_cast<double>(value());
+}
+
 AtomicHistogram::AtomicHistogram(const std::vector<double>& bounds)
     : bounds_(bounds), buckets_(new std::atomic<std::uint64_t>[bounds.size() + 1]) {
   for (size_t i = 0; i <= bounds_.size(); ++i) {
@@ -29,7 +33,6 @@ void AtomicHistogram::observe(double value) noexcept {
   double sum = sum_.load(std::memory_order_relaxed);
   while (!sum_.compare_exchange_weak(sum, sum + value, std::memory_order_relaxed)) {
   }
-  count_.fetch_add(1, std::memory_order_relaxed);
 }
 
 prometheus::ClientMetric::Histogram AtomicHistogram::snapshot() const {
@@ -42,46 +45,43 @@ prometheus::ClientMetric::Histogram AtomicHistogram::snapshot() const {
     bucket.upper_bound = i < bounds_.size() ? bounds_[i] : std::numeric_limits<double>::infinity();
     out.bucket.push_back(bucket);
   }
-  // Report the bucket total as the count so that count == +Inf bucket always.
   out.sample_count = cumulative;
   out.sample_sum = sum_.load(std::memory_order_relaxed);
   return out;
 }
 
-struct AtomicHistogramFamily::Entry {
-  Entry(prometheus::Labels l, const std::vector<double>& bounds)
-      : labels(std::move(l)), histogram(bounds) {}
-  prometheus::Labels labels;
-  AtomicHistogram histogram;
-};
-
-AtomicHistogramFamily::AtomicHistogramFamily(std::string name, std::string help,
-                                             std::vector<double> bounds,
-                                             prometheus::Labels constantLabels)
+AtomicFamilyBase::AtomicFamilyBase(std::string name, std::string help, prometheus::MetricType type,
+                                   prometheus::Labels constantLabels)
     : name_(std::move(name)),
       help_(std::move(help)),
-      bounds_(sorted(std::move(bounds))),
+      type_(type),
       constantLabels_(std::move(constantLabels)) {}
 
-AtomicHistogramFamily::~AtomicHistogramFamily() = default;
+AtomicFamilyBase::~AtomicFamilyBase() = default;
 
-AtomicHistogram& AtomicHistogramFamily::add(const prometheus::Labels& labels) {
+AtomicFamilyBase::Entry& AtomicFamilyBase::find(const prometheus::Labels& labels,
+                                                std::unique_ptr<Entry> (*make)(const void*),
+                                                const void* arg) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& entry : entries_) {
     if (entry->labels == labels) {
-      return entry->histogram;
+      return *entry;
     }
   }
-  entries_.push_back(std::make_unique<Entry>(labels, bounds_));
-  return entries_.back()->histogram;
+  entries_.push_back(make(arg));
+  entries_.back()->labels = labels;
+  return *entries_.back();
 }
 
-std::vector<prometheus::MetricFamily> AtomicHistogramFamily::Collect() const {
+std::vector<prometheus::MetricFamily> AtomicFamilyBase::Collect() const {
   prometheus::MetricFamily family;
   family.name = name_;
   family.help = help_;
-  family.type = prometheus::MetricType::Histogram;
+  family.type = type_;
   std::lock_guard<std::mutex> lock(mutex_);
+  if (entries_.empty()) {
+    return {};  // like prometheus-cpp: no series, no family
+  }
   for (const auto& entry : entries_) {
     prometheus::ClientMetric metric;
     // Constant labels first, as prometheus-cpp's own families do.
@@ -91,10 +91,55 @@ std::vector<prometheus::MetricFamily> AtomicHistogramFamily::Collect() const {
     for (const auto& [name, value] : entry->labels) {
       metric.label.push_back({name, value});
     }
-    metric.histogram = entry->histogram.snapshot();
+    entry->fill(metric);
     family.metric.push_back(std::move(metric));
   }
   return {std::move(family)};
+}
+
+namespace {
+
+struct CounterEntry : AtomicFamilyBase::Entry {
+  void fill(prometheus::ClientMetric& metric) const override { counter.fill(metric); }
+  AtomicCounter counter;
+};
+
+struct HistogramEntry : AtomicFamilyBase::Entry {
+  explicit HistogramEntry(const std::vector<double>& bounds) : histogram(bounds) {}
+  void fill(prometheus::ClientMetric& metric) const override { histogram.fill(metric); }
+  AtomicHistogram histogram;
+};
+
+}  // namespace
+
+AtomicCounterFamily::AtomicCounterFamily(std::string name, std::string help,
+                                         prometheus::Labels constantLabels)
+    : AtomicFamilyBase(std::move(name), std::move(help), AtomicCounter::kType,
+                       std::move(constantLabels)) {}
+
+AtomicCounter& AtomicCounterFamily::add(const prometheus::Labels& labels) {
+  auto& entry = find(
+      labels,
+      [](const void*) -> std::unique_ptr<Entry> { return std::make_unique<CounterEntry>(); },
+      nullptr);
+  return static_cast<CounterEntry&>(entry).counter;
+}
+
+AtomicHistogramFamily::AtomicHistogramFamily(std::string name, std::string help,
+                                             std::vector<double> bounds,
+                                             prometheus::Labels constantLabels)
+    : AtomicFamilyBase(std::move(name), std::move(help), AtomicHistogram::kType,
+                       std::move(constantLabels)),
+      bounds_(sorted(std::move(bounds))) {}
+
+AtomicHistogram& AtomicHistogramFamily::add(const prometheus::Labels& labels) {
+  auto& entry = find(
+      labels,
+      [](const void* bounds) -> std::unique_ptr<Entry> {
+        return std::make_unique<HistogramEntry>(*static_cast<const std::vector<double>*>(bounds));
+      },
+      &bounds_);
+  return static_cast<HistogramEntry&>(entry).histogram;
 }
 
 std::vector<double> transferDurationBuckets() {

@@ -1,0 +1,119 @@
+#pragma once
+
+// Lock-free counters and histograms for the per-transfer hot path, and the
+// collectable families that own them.
+//
+// Why not prometheus-cpp's: in prometheus-cpp 1.0.1 (Debian bookworm)
+// Histogram::Observe takes a mutex, and Counter::Increment is a compare-and-swap
+// loop on a double. Transfers are recorded on TensorPipe's loop threads, several
+// times per message; integer fetch_adds are the cheapest thing that is still
+// exact (bytes and counts are integers).
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <prometheus/collectable.h>
+#include <prometheus/labels.h>
+#include <prometheus/metric_family.h>
+
+namespace rpcjob {
+namespace metrics {
+
+// Thread safety: add() is lock-free and may be called from any thread.
+class AtomicCounter {
+ public:
+  void add(std::uint64_t n = 1) noexcept { value_.fetch_add(n, std::memory_order_relaxed); }
+  std::uint64_t value() const noexcept { return value_.load(std::memory_order_relaxed); }
+  void fill(prometheus::ClientMetric& metric) const;
+  static constexpr prometheus::MetricType kType = prometheus::MetricType::Counter;
+
+ private:
+  std::atomic<std::uint64_t> value_{0};
+};
+
+// Thread safety: observe() is lock-free and may be called from any thread.
+// A scrape concurrent with observe() may see an observation in a bucket and not
+// yet in the sum (or the reverse); the next scrape is consistent again. The
+// count is the sum of the buckets, so count == the +Inf bucket always.
+class AtomicHistogram {
+ public:
+  // `bounds` are the finite upper bounds, ascending; they must outlive this object.
+  explicit AtomicHistogram(const std::vector<double>& bounds);
+
+  void observe(double value) noexcept;
+
+  // Snapshot in prometheus-cpp's form (cumulative buckets, +Inf last).
+  prometheus::ClientMetric::Histogram snapshot() const;
+  void fill(prometheus::ClientMetric& metric) const { metric.histogram = snapshot(); }
+  static constexpr prometheus::MetricType kType = prometheus::MetricType::Histogram;
+
+ private:
+  const std::vector<double>& bounds_;
+  // bounds_.size() + 1 non-cumulative counters; the last one is +Inf.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> buckets_;
+  std::atomic<double> sum_{0.0};
+};
+
+// A family of metrics with one name, told apart by their labels.
+// Thread safety: add() and Collect() take a mutex; the metrics they hand out
+// stay valid (stable addresses) as long as the family lives.
+class AtomicFamilyBase : public prometheus::Collectable {
+ public:
+  ~AtomicFamilyBase() override;
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+  // One labelled metric of the family (implementation detail of the families).
+  struct Entry {
+    virtual ~Entry() = default;
+    virtual void fill(prometheus::ClientMetric& metric) const = 0;
+    prometheus::Labels labels;
+  };
+
+ protected:
+  AtomicFamilyBase(std::string name, std::string help, prometheus::MetricType type,
+                   prometheus::Labels constantLabels);
+
+  // Returns the entry with these labels, or creates it with `make`.
+  Entry& find(const prometheus::Labels& labels, std::unique_ptr<Entry> (*make)(const void*),
+              const void* arg);
+
+ private:
+  const std::string name_;
+  const std::string help_;
+  const prometheus::MetricType type_;
+  const prometheus::Labels constantLabels_;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<Entry>> entries_;
+};
+
+class AtomicCounterFamily : public AtomicFamilyBase {
+ public:
+  AtomicCounterFamily(std::string name, std::string help, prometheus::Labels constantLabels = {});
+  // The counter with these labels, created on first use. Callers cache the
+  // reference: this is a lookup under a lock.
+  AtomicCounter& add(const prometheus::Labels& labels);
+};
+
+class AtomicHistogramFamily : public AtomicFamilyBase {
+ public:
+  AtomicHistogramFamily(std::string name, std::string help, std::vector<double> bounds,
+                        prometheus::Labels constantLabels = {});
+  // The histogram with these labels, created on first use; cache the reference.
+  AtomicHistogram& add(const prometheus::Labels& labels);
+  const std::vector<double>& bounds() const { return bounds_; }
+
+ private:
+  const std::vector<double> bounds_;
+};
+
+// Bucket bounds in seconds, from 1 us to 10 s (transfers, handshakes).
+std::vector<double> transferDurationBuckets();
+// Bucket bounds in seconds, from 5 us to 60 s (RPC latency).
+std::vector<double> rpcDurationBuckets();
+
+}  // namespace metrics
+}  // namespace rpcjob
