@@ -16,7 +16,13 @@ std::shared_ptr<tensorpipe::transport::Context> createTransport(const std::strin
 std::shared_ptr<tensorpipe::channel::Context> createChannel(const std::string& name,
                                                             const std::string& host, int mptLanes) {
   if (name == "basic") return tensorpipe::channel::basic::create();
-  if (name == "xth") return tensorpipe::channel::xth::create();
+  if (name == "xth") {
+#if RPCJOB_HAS_XTH_CHANNEL
+    return tensorpipe::channel::xth::create();
+#else
+    return nullptr;  // PyTorch's libtorch does not export it
+#endif
+  }
   if (name == "cma") return tensorpipe::channel::cma::create();
   if (name == "mpt") {
     // mpt stripes a tensor over several uv connections ("lanes"), each with its
@@ -66,6 +72,10 @@ Registry registerTensorpipeContexts(tensorpipe::Context& context,
   for (size_t i = 0; i < channelNames.size(); ++i) {
     const std::string& name = channelNames[i];
     auto created = createChannel(name, host, mptLanes);
+    if (!created) {
+      registry.skipped.push_back(name + ": not in this build");
+      continue;
+    }
     if (!created->isViable()) {
       // cma, for one, needs ptrace permission between the processes (CAP_SYS_PTRACE
       // or a permissive Yama scope); without it TensorPipe would fail transfers.
