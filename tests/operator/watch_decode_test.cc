@@ -82,6 +82,13 @@ TEST(Json, PointerLookups) {
   EXPECT_THROW(parseObject("{"), std::invalid_argument);
 }
 
+TEST(Json, YamlToJson) {
+  EXPECT_EQ(yamlToJson("a: 1\nb: [true, \"1\", x, null, 2.5, -3]\nc: {d: 'e'}\n"),
+            R"({"a":1,"b":[true,"1","x",null,2.5,-3],"c":{"d":"e"}})");
+  EXPECT_EQ(yamlToJson("s: \"quote\\\"d\"\n"), R"({"s":"quote\"d"})");
+  EXPECT_THROW(yamlToJson("a: [1, 2"), std::invalid_argument);
+}
+
 TEST(ApiError, FromStatusBodyOrPlainText) {
   auto e = ApiError::fromResponse(
       409,

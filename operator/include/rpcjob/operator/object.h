@@ -67,3 +67,13 @@ std::optional<std::string> jsonString(std::string_view json, std::string_view po
 std::string jsonQuote(std::string_view s);
 
 }  // namespace rpcjob::kube
+
+namespace rpcjob::kube {
+
+// Converts one YAML document to JSON text (for create/replace of manifests kept
+// as YAML). Plain scalars that read as null, true/false, integers or floats
+// become JSON literals; quoted scalars stay strings. Throws std::invalid_argument
+// on text that is not YAML.
+std::string yamlToJson(const std::string& yaml);
+
+}  // namespace rpcjob::kube
