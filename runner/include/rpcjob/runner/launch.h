@@ -1,0 +1,58 @@
+#pragma once
+// What `rpcjob run` starts for each worker, computed from the job and its plan
+// without touching the system (the supervisor does the starting):
+//
+//  - the program: the group's template command + args (its first container);
+//    without a command, the worker program with the args, and without either,
+//    `rpcjob-worker serve` (the worker image's default). A command named
+//    `rpcjob-worker` runs the worker program found next to `rpcjob` (or given
+//    with --worker-binary): the image's program, built here. $(VAR) references in
+//    command and args expand from the container's environment as on Kubernetes
+//    ($$ is a literal $; unknown references stay as written).
+//  - the environment: this process's, then the template's `env` entries that
+//    have literal values (valueFrom needs an API server: skipped, with a note),
+//    then the variables every pod gets (rpcjob/assignment/environment.h), which
+//    win over the template's.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rpcjob/api/types.h"
+#include "rpcjob/planner/plan.h"
+
+namespace rpcjob::runner {
+
+inline constexpr const char* kWorkerProgram = "rpcjob-worker";
+
+struct LaunchContext {
+  std::string workerBinary;    // path of rpcjob-worker; empty: look it up on PATH
+  std::string runDir;          // where the assignment, metrics and logs go
+  std::string assignmentPath;  // the assignment file (in runDir)
+};
+
+struct WorkerLaunch {
+  std::string name;
+  int rank = -1;
+  std::string address;  // host:port of its RPC listener
+  int metricsPort = 0;
+  std::string metricsFile;
+  std::string logFile;
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;  // set on top of rpcjob's own
+};
+
+struct Launches {
+  std::vector<WorkerLaunch> workers;  // by rank
+  std::vector<std::string> notes;     // skipped env entries and the like
+};
+
+// `plan` must be Planned.
+Launches buildLaunches(const api::RpcJob& job, const planner::Plan& plan,
+                       const LaunchContext& context);
+
+// Kubernetes' $(VAR) expansion.
+std::string expandReferences(const std::string& text,
+                             const std::vector<std::pair<std::string, std::string>>& env);
+
+}  // namespace rpcjob::runner

@@ -1,0 +1,37 @@
+#pragma once
+// What this machine offers a local run, as the planner's one node: CPUs (the
+// affinity mask, capped by a cgroup v2 cpu.max quota), memory (MemTotal, capped by
+// a cgroup v2 memory.max), and GPUs counted by NVML. NVML is loaded at run time
+// with dlopen("libnvidia-ml.so.1"): no link-time dependency, and a machine without
+// the library (or without a driver) has 0 GPUs.
+//
+// The parse* functions are the pure parts, tested on fixtures.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace rpcjob::runner {
+
+struct LocalResources {
+  int gpus = 0;
+  int64_t cpuMilli = 0;
+  int64_t memoryBytes = 0;
+  std::string gpuSource;  // "NVML", "--gpus", or why there are none
+};
+
+// `gpuOverride` (from --gpus) replaces the NVML count.
+LocalResources detectLocalResources(std::optional<int> gpuOverride = std::nullopt);
+
+// MemTotal of /proc/meminfo text, in bytes; 0 when absent.
+int64_t parseMemTotal(const std::string& meminfo);
+// A cgroup v2 cpu.max ("max 100000" or "150000 100000") as milli-CPUs; nullopt when unlimited
+// or malformed.
+std::optional<int64_t> parseCpuMax(const std::string& cpuMax);
+// A cgroup v2 memory.max ("max" or bytes); nullopt when unlimited or malformed.
+std::optional<int64_t> parseMemoryMax(const std::string& memoryMax);
+
+// GPUs NVML reports; 0 with `why` set when NVML is absent or fails.
+int nvmlGpuCount(std::string& why);
+
+}  // namespace rpcjob::runner

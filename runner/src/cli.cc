@@ -1,0 +1,322 @@
+#include "rpcjob/runner/cli.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include "rpcjob/api/names.h"
+#include "rpcjob/api/parse.h"
+#include "rpcjob/assignment/assignment.h"
+#include "rpcjob/planner/cluster_yaml.h"
+#include "rpcjob/planner/plan.h"
+#include "rpcjob/planner/render.h"
+#include "rpcjob/runner/launch.h"
+#include "rpcjob/runner/local_machine.h"
+#include "rpcjob/runner/ports.h"
+#include "rpcjob/runner/summary.h"
+#include "rpcjob/runner/supervisor.h"
+#include "rpcjob/version.h"
+
+namespace rpcjob::runner {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const kUsage =
+    "usage: rpcjob validate JOB.yaml\n"
+    "       rpcjob plan JOB.yaml --nodes NODES.yaml [--output table|yaml]\n"
+    "       rpcjob run JOB.yaml [--worker-binary PATH] [--run-dir DIR] [--first-port N]\n"
+    "                           [--gpus N] [--grace-period SECONDS]\n"
+    "       rpcjob --version\n";
+
+int usage(const std::string& problem = "") {
+  if (!problem.empty()) std::cerr << "rpcjob: " << problem << "\n";
+  std::cerr << kUsage;
+  return kExitUsage;
+}
+
+std::optional<std::string> readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Command-line options: positional arguments and --flag VALUE pairs.
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> flags;
+  std::string error;
+};
+
+Args parseArgs(const std::vector<std::string>& args, const std::vector<std::string>& known) {
+  Args out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) {
+      out.positional.push_back(a);
+      continue;
+    }
+    std::string name = a, value;
+    const auto eq = a.find('=');
+    if (eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      out.error = a + " needs a value";
+      return out;
+    }
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      out.error = "unknown option " + name;
+      return out;
+    }
+    out.flags[name] = value;
+  }
+  return out;
+}
+
+std::optional<long> parseNumber(const std::string& text, long min, long max) {
+  try {
+    std::size_t used = 0;
+    const long v = std::stol(text, &used);
+    if (used == text.size() && v >= min && v <= max) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+// The manifest, parsed and validated; nullopt (errors printed) when not valid.
+std::optional<api::RpcJob> loadJob(const std::string& path) {
+  const auto text = readFile(path);
+  if (!text) {
+    std::cerr << "rpcjob: cannot read " << path << "\n";
+    return std::nullopt;
+  }
+  api::ParseResult parsed = api::parseRpcJob(*text);
+  if (!parsed.ok()) {
+    std::cerr << path << ": invalid RpcJob (" << parsed.errors.size() << " error"
+              << (parsed.errors.size() == 1 ? "" : "s") << "):\n";
+    for (const auto& e : parsed.errors) std::cerr << "  " << e.toString() << "\n";
+    return std::nullopt;
+  }
+  return parsed.job;
+}
+
+int cmdValidate(const std::vector<std::string>& rest) {
+  const Args args = parseArgs(rest, {});
+  if (!args.error.empty()) return usage(args.error);
+  if (args.positional.size() != 1) return usage("validate takes one manifest");
+  const auto job = loadJob(args.positional[0]);
+  if (!job) return kExitUsage;
+  std::cout << args.positional[0] << ": valid RpcJob " << job->metadata.name << " ("
+            << api::totalWorkers(job->spec) << " workers in " << job->spec.workers.size()
+            << " group(s))\n";
+  return kExitOk;
+}
+
+int cmdPlan(const std::vector<std::string>& rest) {
+  const Args args = parseArgs(rest, {"--nodes", "--output"});
+  if (!args.error.empty()) return usage(args.error);
+  if (args.positional.size() != 1) return usage("plan takes one manifest");
+  if (!args.flags.count("--nodes")) return usage("plan needs --nodes NODES.yaml");
+  const std::string output = args.flags.count("--output") ? args.flags.at("--output") : "table";
+  if (output != "table" && output != "yaml") return usage("--output is table or yaml");
+  const auto job = loadJob(args.positional[0]);
+  if (!job) return kExitUsage;
+  const std::string nodesPath = args.flags.at("--nodes");
+  const auto nodesText = readFile(nodesPath);
+  if (!nodesText) {
+    std::cerr << "rpcjob: cannot read " << nodesPath << "\n";
+    return kExitUsage;
+  }
+  const planner::ClusterParseResult cluster = planner::parseClusterYaml(*nodesText);
+  if (!cluster.ok()) {
+    std::cerr << nodesPath << ": invalid cluster description:\n";
+    for (const auto& e : cluster.errors) std::cerr << "  " << e.toString() << "\n";
+    return kExitUsage;
+  }
+  const planner::Plan plan = planner::planJob(*job, cluster.cluster);
+  std::cout << (output == "yaml" ? planner::renderYaml(plan) : planner::renderTable(plan));
+  if (!plan.planned()) {
+    std::cerr << "rpcjob: " << job->metadata.name << " is " << toString(plan.outcome) << ": "
+              << plan.message << "\n";
+    return kExitUsage;
+  }
+  return kExitOk;
+}
+
+// The worker program: --worker-binary, else next to rpcjob in the build tree
+// (build/runner/rpcjob -> build/worker/rpcjob-worker) or in the same directory
+// (installed), else the name for a PATH lookup.
+std::string resolveWorkerBinary(const std::string& flag) {
+  if (!flag.empty()) return fs::absolute(flag).string();
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const fs::path& candidate :
+         {self.parent_path() / "../worker" / kWorkerProgram, self.parent_path() / kWorkerProgram}) {
+      if (access(candidate.c_str(), X_OK) == 0) return fs::weakly_canonical(candidate).string();
+    }
+  }
+  return kWorkerProgram;
+}
+
+std::string makeRunDir(const std::string& flag, const std::string& job) {
+  if (!flag.empty()) {
+    fs::create_directories(flag);
+    return fs::absolute(flag).string();
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/rpcjob-" + job + "-XXXXXX";
+  if (!mkdtemp(pattern.data()))
+    throw std::runtime_error("cannot create a run directory " + pattern);
+  return pattern;
+}
+
+int cmdRun(const std::vector<std::string>& rest) {
+  const Args args =
+      parseArgs(rest, {"--worker-binary", "--run-dir", "--first-port", "--gpus", "--grace-period"});
+  if (!args.error.empty()) return usage(args.error);
+  if (args.positional.size() != 1) return usage("run takes one manifest");
+  std::optional<int> gpus;
+  if (args.flags.count("--gpus")) {
+    const auto n = parseNumber(args.flags.at("--gpus"), 0, 1024);
+    if (!n) return usage("--gpus takes a count >= 0");
+    gpus = static_cast<int>(*n);
+  }
+  std::optional<long> firstPort;
+  if (args.flags.count("--first-port")) {
+    firstPort = parseNumber(args.flags.at("--first-port"), 1, 65535);
+    if (!firstPort) return usage("--first-port takes a port 1..65535");
+  }
+  long grace = 5;
+  if (args.flags.count("--grace-period")) {
+    const auto g = parseNumber(args.flags.at("--grace-period"), 0, 3600);
+    if (!g) return usage("--grace-period takes seconds 0..3600");
+    grace = *g;
+  }
+  const auto job = loadJob(args.positional[0]);
+  if (!job) return kExitUsage;
+  const std::string& name = job->metadata.name;
+
+  // The machine as the planner's one node.
+  const LocalResources local = detectLocalResources(gpus);
+  std::cout << "rpcjob: this machine: " << local.cpuMilli / 1000.0 << " CPUs, "
+            << formatBytes(static_cast<double>(local.memoryBytes)) << ", " << local.gpus
+            << " GPUs (" << local.gpuSource << ")\n";
+
+  // Ports: rank r listens on rpc[r]; metrics on metrics[r] (none when the job
+  // turns metrics off).
+  const int workers = api::totalWorkers(job->spec);
+  const bool metricsOn = job->spec.metrics.port != 0;
+  std::vector<int> ports;
+  if (firstPort) {
+    if (*firstPort + 2 * workers > 65536) return usage("--first-port too high for this job");
+    for (int i = 0; i < 2 * workers; ++i) ports.push_back(static_cast<int>(*firstPort) + i);
+  } else {
+    ports = pickFreePorts(metricsOn ? 2 * workers : workers);
+  }
+  planner::PlanOptions options;
+  options.target = planner::Target::Local;
+  options.endpoints = [&](const planner::WorkerPlacement& w) {
+    planner::Endpoint e;
+    e.address = "127.0.0.1:" + std::to_string(ports.at(w.rank));
+    e.metricsPort = metricsOn ? ports.at(workers + w.rank) : 0;
+    return e;
+  };
+  const planner::Plan plan = planner::planJob(
+      *job, planner::localCluster(local.gpus, local.cpuMilli, local.memoryBytes), options);
+  if (!plan.planned()) {
+    std::cerr << "rpcjob: cannot run " << name << " on this machine: " << toString(plan.outcome)
+              << ": " << plan.message << "\n";
+    for (const auto& e : plan.errors) std::cerr << "  " << e.toString() << "\n";
+    return kExitUsage;
+  }
+
+  const std::string runDir =
+      makeRunDir(args.flags.count("--run-dir") ? args.flags.at("--run-dir") : "", name);
+  LaunchContext context;
+  context.workerBinary = resolveWorkerBinary(
+      args.flags.count("--worker-binary") ? args.flags.at("--worker-binary") : "");
+  context.runDir = runDir;
+  context.assignmentPath = runDir + "/assignment.yaml";
+  writeAssignmentFile(plan.assignment, context.assignmentPath);
+  for (const auto& w : plan.assignment.workers)
+    std::remove((runDir + "/" + w.name + ".metrics").c_str());
+  const Launches launches = buildLaunches(*job, plan, context);
+  for (const auto& note : launches.notes) std::cout << "rpcjob: note: " << note << "\n";
+
+  std::cout << "rpcjob: running " << name << ": " << workers << " workers; run dir " << runDir
+            << "\n";
+  for (const auto& w : launches.workers) {
+    std::string command;
+    for (const auto& a : w.argv) command += (command.empty() ? "" : " ") + a;
+    std::cout << "rpcjob:   rank " << w.rank << "  " << w.name << "  rpc " << w.address
+              << "  metrics "
+              << (w.metricsPort ? "127.0.0.1:" + std::to_string(w.metricsPort) : std::string("off"))
+              << "  $ " << command << "\n";
+  }
+  std::cout.flush();
+
+  SupervisorOptions supervisorOptions;
+  supervisorOptions.jobName = name;
+  supervisorOptions.backoffLimit = job->spec.runPolicy.backoffLimit;
+  supervisorOptions.activeDeadlineSeconds = job->spec.runPolicy.activeDeadlineSeconds;
+  supervisorOptions.gracePeriod = std::chrono::seconds(grace);
+  supervisorOptions.liveStatus = isatty(STDOUT_FILENO) == 1;
+  const SupervisorResult result = supervise(launches.workers, supervisorOptions);
+
+  std::vector<WorkerSummary> summary;
+  for (std::size_t i = 0; i < result.workers.size(); ++i) {
+    const WorkerRun& w = result.workers[i];
+    summary.push_back({w.name, w.rank, w.status, w.restarts,
+                       readChannelTraffic(launches.workers[i].metricsFile)});
+  }
+  std::cout << "\n" << renderSummary(summary);
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.1f", result.seconds);
+  std::cout << "rpcjob: job " << name << " " << toString(result.phase);
+  if (result.phase == JobPhase::Failed) std::cout << " (" << result.reason << ")";
+  std::cout << " in " << seconds << " s: " << result.message << "\n";
+  std::cout.flush();
+  if (result.phase == JobPhase::Succeeded) return kExitOk;
+  if (result.interruptSignal != 0) return 128 + result.interruptSignal;
+  return kExitJobFailed;
+}
+
+}  // namespace
+
+int runCli(const std::vector<std::string>& args) {
+  if (args.empty()) return usage();
+  const std::string& command = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (command == "--version" || command == "version") {
+      std::cout << "rpcjob " << RPCJOB_VERSION_STRING << "\n";
+      return kExitOk;
+    }
+    if (command == "--help" || command == "-h" || command == "help") {
+      std::cout << kUsage;
+      return kExitOk;
+    }
+    if (command == "validate") return cmdValidate(rest);
+    if (command == "plan") return cmdPlan(rest);
+    if (command == "run") return cmdRun(rest);
+  } catch (const std::exception& e) {
+    std::cerr << "rpcjob: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  return usage("unknown command " + command);
+}
+
+}  // namespace rpcjob::runner
