@@ -2,11 +2,36 @@
 
 #include <thread>
 
+#include "json_util.h"
 #include "rpcjob/operator/log.h"
 
 namespace rpcjob::op {
 
 using kube::ObjectPtr;
+
+std::string nodeSchedulingFingerprint(const std::string& nodeJson) {
+  auto v = kube::detail::parseJson(nodeJson);
+  if (!v || !v->is_object()) return nodeJson;
+  web::json::value f = web::json::value::object();
+  if (v->has_object_field("metadata") && v->at("metadata").has_field("labels")) {
+    f["labels"] = v->at("metadata").at("labels");
+  }
+  if (v->has_field("spec")) f["spec"] = v->at("spec");
+  if (v->has_object_field("status")) {
+    const auto& st = v->at("status");
+    if (st.has_field("allocatable")) f["allocatable"] = st.at("allocatable");
+    if (st.has_field("capacity")) f["capacity"] = st.at("capacity");
+    if (st.has_array_field("conditions")) {
+      web::json::value conds = web::json::value::object();
+      for (const auto& c : st.at("conditions").as_array()) {
+        conds[kube::detail::getString(c, "type")] =
+            web::json::value::string(kube::detail::getString(c, "status"));
+      }
+      f["conditions"] = conds;
+    }
+  }
+  return f.serialize();
+}
 
 Controller::Controller(std::shared_ptr<kube::Client> client, Reconciler& reconciler,
                        ControllerOptions options)
@@ -41,8 +66,16 @@ Controller::Controller(std::shared_ptr<kube::Client> client, Reconciler& reconci
   auto allJobs = [this](const ObjectPtr&) {
     for (const auto& key : informers_[0]->cache().keys()) queue_.add(key);
   };
-  informers_[4]->addHandler(
-      {allJobs, [allJobs](const ObjectPtr&, const ObjectPtr& n) { allJobs(n); }, allJobs});
+  // Kubelets rewrite their Node every few seconds (heartbeats); only a change
+  // that can move a placement wakes the jobs.
+  informers_[4]->addHandler({allJobs,
+                             [allJobs](const ObjectPtr& o, const ObjectPtr& n) {
+                               if (nodeSchedulingFingerprint(o->json) !=
+                                   nodeSchedulingFingerprint(n->json)) {
+                                 allJobs(n);
+                               }
+                             },
+                             allJobs});
 }
 
 Controller::~Controller() {

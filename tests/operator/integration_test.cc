@@ -353,6 +353,43 @@ TEST_F(Kube, LeaderElectionOneLeaderThenTakeover) {
   other.thread.join();
 }
 
+TEST_F(Kube, LeaderGivesUpWhenTheLeaseIsTakenFromIt) {
+  const std::string ns = makeNamespace("stolen");
+  LeaderElectionOptions o;
+  o.leaseNamespace = ns;
+  o.leaseName = "l";
+  o.identity = "victim";
+  o.leaseDuration = 3s;
+  o.renewDeadline = 1s;
+  o.retryPeriod = 100ms;
+  std::atomic<bool> stoppedLeading{false};
+  LeaderCallbacks cb;
+  cb.onStoppedLeading = [&] { stoppedLeading = true; };
+  LeaderElector elector(client_, o, cb);
+  Cancellation stop;
+  std::atomic<bool> lost{false};
+  std::thread t([&] { lost = elector.run(stop); });
+  ASSERT_TRUE(eventually([&] { return elector.isLeader(); }, 5s));
+  // Someone else writes the lease (as a partitioned-away leader would find on return).
+  ASSERT_TRUE(eventually(
+      [&] {
+        try {
+          client_->mergePatch(r::kLeases, ns, "l",
+                              R"({"spec":{"holderIdentity":"thief","renewTime":")" +
+                                  formatMicroTime(std::chrono::system_clock::now()) + R"("}})");
+          return true;
+        } catch (const ApiError&) {
+          return false;
+        }
+      },
+      5s));
+  EXPECT_TRUE(eventually([&] { return stoppedLeading.load(); }, 5s));
+  t.join();
+  EXPECT_TRUE(lost.load()) << "run() must report a lost lease";
+  EXPECT_FALSE(elector.isLeader());
+  EXPECT_EQ(elector.leader(), "thief");
+}
+
 TEST_F(Kube, OperatorBinaryLogsRpcJobs) {
   ensureCrd();
   const std::string ns = makeNamespace("binary");

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "rpcjob/operator/client.h"
+#include "rpcjob/operator/controller.h"
 #include "rpcjob/operator/errors.h"
 #include "rpcjob/operator/object.h"
 
@@ -87,6 +88,21 @@ TEST(Json, YamlToJson) {
             R"({"a":1,"b":[true,"1","x",null,2.5,-3],"c":{"d":"e"}})");
   EXPECT_EQ(yamlToJson("s: \"quote\\\"d\"\n"), R"({"s":"quote\"d"})");
   EXPECT_THROW(yamlToJson("a: [1, 2"), std::invalid_argument);
+}
+
+TEST(Controller, NodeHeartbeatsDoNotChangeTheSchedulingFingerprint) {
+  auto node = [](const char* heartbeat, const char* ready, const char* gpus) {
+    return std::string(R"({"metadata":{"name":"n","resourceVersion":")") + heartbeat +
+           R"(","labels":{"a":"b"}},"spec":{},"status":{"allocatable":{"nvidia.com/gpu":")" + gpus +
+           R"("},"conditions":[{"type":"Ready","status":")" + ready + R"(","lastHeartbeatTime":")" +
+           heartbeat + R"("}]}})";
+  };
+  EXPECT_EQ(op::nodeSchedulingFingerprint(node("1", "True", "8")),
+            op::nodeSchedulingFingerprint(node("2", "True", "8")));
+  EXPECT_NE(op::nodeSchedulingFingerprint(node("1", "True", "8")),
+            op::nodeSchedulingFingerprint(node("1", "False", "8")));
+  EXPECT_NE(op::nodeSchedulingFingerprint(node("1", "True", "8")),
+            op::nodeSchedulingFingerprint(node("1", "True", "4")));
 }
 
 TEST(ApiError, FromStatusBodyOrPlainText) {

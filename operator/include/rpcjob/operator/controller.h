@@ -57,6 +57,11 @@ struct ControllerOptions {
   std::chrono::milliseconds syncTimeout{std::chrono::seconds(60)};
 };
 
+// What of a Node can change a placement: labels, spec (taints, unschedulable),
+// capacity, allocatable and each condition's status (not heartbeat times).
+// Nodes whose fingerprint did not change do not wake the jobs.
+std::string nodeSchedulingFingerprint(const std::string& nodeJson);
+
 class Controller {
  public:
   Controller(std::shared_ptr<kube::Client> client, Reconciler& reconciler,
