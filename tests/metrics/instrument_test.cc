@@ -4,11 +4,18 @@
 #include <future>
 #include <map>
 #include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 
+#include <tensorpipe/channel/channel.h>
+#include <tensorpipe/channel/error.h>
+
 #include "pipe_pair.h"
+#include "rpcjob/instrument/instrument.h"
 #include "rpcjob/instrument/peer_id.h"
 #include "rpcjob/metrics/channel_metrics.h"
 #include "rpcjob/metrics/metrics.h"
@@ -216,6 +223,94 @@ TEST(Labels, DeviceMapNamesTheRemoteDevice) {
   EXPECT_EQ(m.channels().remoteDevice("peer", "cuda:0"), "cuda:1");
   EXPECT_EQ(m.channels().remoteDevice("peer", "cuda:3"), "unknown");
   EXPECT_EQ(m.channels().remoteDevice("other", "cpu"), "cpu");
+}
+
+// The timing seam: a TransferTimer replaces the steady-clock measurement, and
+// may report later (as a CUDA-event timer would), from another thread.
+class ImmediateChannel : public tensorpipe::channel::Channel {
+ public:
+  bool fail = false;
+  void send(tensorpipe::Buffer, size_t, tensorpipe::channel::TSendCallback cb) override {
+    cb(fail ? tensorpipe::Error(std::make_shared<tensorpipe::channel::ChannelClosedError>(), "", 0)
+            : tensorpipe::Error::kSuccess);
+  }
+  void recv(tensorpipe::Buffer, size_t, tensorpipe::channel::TRecvCallback cb) override {
+    cb(tensorpipe::Error::kSuccess);
+  }
+  void setId(std::string) override {}
+  void close() override {}
+};
+
+class ImmediateContext : public tensorpipe::channel::Context {
+ public:
+  std::shared_ptr<ImmediateChannel> channel = std::make_shared<ImmediateChannel>();
+  bool isViable() const override { return true; }
+  size_t numConnectionsNeeded() const override { return 0; }
+  const std::unordered_map<tensorpipe::Device, std::string>& deviceDescriptors() const override {
+    return descriptors_;
+  }
+  bool canCommunicateWithRemote(const std::string&, const std::string&) const override {
+    return true;
+  }
+  std::shared_ptr<tensorpipe::channel::Channel> createChannel(
+      std::vector<std::shared_ptr<tensorpipe::transport::Connection>>,
+      tensorpipe::channel::Endpoint) override {
+    return channel;
+  }
+  void setId(std::string) override {}
+  void close() override {}
+  void join() override {}
+
+ private:
+  std::unordered_map<tensorpipe::Device, std::string> descriptors_;
+};
+
+struct FakeTimer : instrument::TransferTimer {
+  std::uint64_t begun = 0;
+  std::vector<std::pair<std::uint64_t, instrument::TransferReport>> pending;
+  std::uint64_t begin(const tensorpipe::Buffer& buffer) noexcept override {
+    EXPECT_EQ(buffer.device().type, tensorpipe::kCpuDeviceType);
+    return ++begun;
+  }
+  void end(std::uint64_t token, instrument::TransferReport report) noexcept override {
+    pending.emplace_back(token, report);  // report later, like an event poller
+  }
+};
+
+TEST(TransferTimer, ReportsWhenTheTimerSays) {
+  metrics::Metrics m;
+  auto timer = std::make_shared<FakeTimer>();
+  auto inner = std::make_shared<ImmediateContext>();
+  auto context = instrument::instrumentChannel("cuda_ipc", inner, m.channels(), timer);
+  context->setId("w0.ch_cuda_ipc");
+  auto channel = context->createChannel({}, tensorpipe::channel::Endpoint::kConnect);
+  channel->setId("w0_to_w1.ch_cuda_ipc");
+  std::uint64_t data = 0;
+  int callbacks = 0;
+  for (int i = 0; i < 3; ++i) {
+    channel->send(tensorpipe::CpuBuffer{&data}, 8, [&](const tensorpipe::Error&) { ++callbacks; });
+  }
+  inner->channel->fail = true;
+  channel->send(tensorpipe::CpuBuffer{&data}, 8, [&](const tensorpipe::Error&) { ++callbacks; });
+  const std::map<std::string, std::string> labels{
+      {"channel", "cuda_ipc"}, {"direction", "send"}, {"peer", "w1"}};
+  // The callbacks ran at once; nothing is recorded until the timer reports.
+  EXPECT_EQ(callbacks, 4);
+  EXPECT_EQ(timer->begun, 4u);
+  ASSERT_EQ(timer->pending.size(), 3u);  // the failed transfer never reaches end()
+  EXPECT_EQ(value(m, "rpcjob_channel_transfers_total", labels), 0);
+  EXPECT_EQ(value(m, "rpcjob_channel_errors_total", labels), 1);
+  std::thread poller([&] {
+    for (auto& [token, report] : timer->pending) report(0.5 * static_cast<double>(token));
+  });
+  poller.join();
+  EXPECT_EQ(value(m, "rpcjob_channel_transfers_total", labels), 3);
+  EXPECT_EQ(value(m, "rpcjob_channel_bytes_total", labels), 24);
+  for (const auto& family : m.collect()) {
+    if (family.name == "rpcjob_channel_transfer_duration_seconds") {
+      EXPECT_DOUBLE_EQ(family.metric.at(0).histogram.sample_sum, 0.5 + 1.0 + 1.5);
+    }
+  }
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ namespace rpcjob {
 namespace instrument {
 namespace tick_clock {
 
-bool gUseTsc = false;
+std::atomic<bool> gUseTsc{false};
 
 namespace {
 
@@ -51,12 +51,12 @@ struct Calibration {
       return;
     }
     secondsPerTick = elapsed / static_cast<double>(c1 - c0);
+    gUseTsc.store(true, std::memory_order_relaxed);
   }
 };
 
 const Calibration& calibration() {
   static const Calibration instance;  // thread-safe initialisation
-  gUseTsc = instance.tsc;
   return instance;
 }
 

@@ -8,6 +8,7 @@
 // constant rate) rdtsc is a few ns; ticks are converted to seconds with a factor
 // calibrated once against steady_clock. Elsewhere it falls back to steady_clock.
 
+#include <atomic>
 #include <cstdint>
 
 namespace rpcjob {
@@ -25,10 +26,10 @@ std::uint64_t nowSteady() noexcept;
 
 // Call usesTsc() (or secondsPerTick()) once before the hot path: this reads a
 // flag that is set then.
-extern bool gUseTsc;
+extern std::atomic<bool> gUseTsc;
 
 inline std::uint64_t now() noexcept {
-  return gUseTsc ? nowTsc() : nowSteady();
+  return gUseTsc.load(std::memory_order_relaxed) ? nowTsc() : nowSteady();
 }
 
 // Seconds between two now() readings (0 if the clock went backwards: TSC reads
