@@ -67,6 +67,7 @@ build() {  # build NAME -> localhost/rpcjob-NAME:VERSION
     fail "build of rpcjob-$name"
     return 1
   fi
+  bah rmi --prune >/dev/null 2>&1 || true   # the previous build's image, now untagged
   local size
   size=$(bah images --format '{{.Size}}' "localhost/rpcjob-$name:$version" | head -n1)
   summary+=("$(printf 'rpcjob-%-9s built in %5ds, %s' "$name" $((SECONDS - start)) "$size")")
