@@ -89,6 +89,13 @@ void Controller::enqueueOwner(const ObjectPtr& obj) {
   queue_.add(obj->metadata.namespace_ + "/" + ref->name);
 }
 
+bool Controller::synced() const {
+  for (const auto& i : informers_) {
+    if (!i->hasSynced()) return false;
+  }
+  return true;
+}
+
 Caches Controller::caches() const {
   return Caches{informers_[0]->cache(), informers_[1]->cache(), informers_[2]->cache(),
                 informers_[3]->cache(), informers_[4]->cache()};
@@ -97,11 +104,19 @@ Caches Controller::caches() const {
 void Controller::work() {
   Caches c = caches();
   while (auto key = queue_.get()) {
+    auto started = std::chrono::steady_clock::now();
+    auto report = [&](bool ok) {
+      if (options_.onReconciled) {
+        options_.onReconciled(*key, std::chrono::steady_clock::now() - started, ok);
+      }
+    };
     try {
       ReconcileResult result = reconciler_.reconcile(*key, c);
+      report(true);
       queue_.forget(*key);
       if (result.requeueAfter) queue_.addAfter(*key, *result.requeueAfter);
     } catch (const std::exception& e) {
+      report(false);
       auto delay = queue_.nextDelay(*key);
       KLOG_WARN("controller", "reconcile " << *key << " failed (" << e.what() << "), retry in "
                                            << delay.count() << " ms");

@@ -3,7 +3,11 @@
 //
 //   rpcjob-operator [--kubeconfig FILE] [--namespace NS] [--leader-elect]
 //                   [--lease-namespace NS] [--lease-name NAME] [--id IDENTITY]
-//                   [--workers N] [-v] [--version]
+//                   [--workers N] [--metrics-address IP] [--metrics-port N]
+//                   [-v] [--version]
+//
+// --metrics-port (default 8080; 0 picks a free port, -1 turns it off) serves
+// /metrics, /healthz and /readyz.
 
 #include <unistd.h>
 
@@ -16,11 +20,13 @@
 #include <string>
 #include <thread>
 
+#include "rpcjob/metrics/http_server.h"
 #include "rpcjob/operator/client.h"
 #include "rpcjob/operator/config.h"
 #include "rpcjob/operator/controller.h"
 #include "rpcjob/operator/leader_election.h"
 #include "rpcjob/operator/log.h"
+#include "rpcjob/operator/operator_metrics.h"
 #include "rpcjob/version.h"
 
 namespace {
@@ -35,13 +41,16 @@ struct Flags {
   std::string leaseName = "rpcjob-operator";
   std::string id;
   int workers = 2;
+  std::string metricsAddress = "0.0.0.0";
+  int metricsPort = 8080;  // 0: any free port (logged); -1: no HTTP server
 };
 
 void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: rpcjob-operator [--kubeconfig FILE] [--namespace NS] [--leader-elect]\n"
                "                       [--lease-namespace NS] [--lease-name NAME] [--id ID]\n"
-               "                       [--workers N] [-v] [--version]\n"
+               "                       [--workers N] [--metrics-address IP] [--metrics-port N]\n"
+               "                       [-v] [--version]\n"
                "Without --kubeconfig: $KUBECONFIG, then the in-cluster service account,\n"
                "then ~/.kube/config. Without --namespace: all namespaces.\n");
 }
@@ -114,6 +123,10 @@ int main(int argc, char** argv) {
       flags.leaseName = value("--lease-name");
     } else if (is("--id")) {
       flags.id = value("--id");
+    } else if (is("--metrics-address")) {
+      flags.metricsAddress = value("--metrics-address");
+    } else if (is("--metrics-port")) {
+      flags.metricsPort = std::atoi(value("--metrics-port").c_str());
     } else if (is("--workers")) {
       flags.workers = std::atoi(value("--workers").c_str());
     } else {
@@ -143,12 +156,48 @@ int main(int argc, char** argv) {
   signals.detach();
 
   LoggingReconciler reconciler;
+  op::OperatorMetrics metrics;
   op::ControllerOptions co;
   co.ns = flags.ns;
   co.workers = flags.workers;
+  co.onReconciled = [&metrics](const std::string&, std::chrono::duration<double> took, bool ok) {
+    metrics.observeReconcile(took, ok);
+  };
+  op::Controller controller(client, reconciler, co);
+  metrics.watchController(&controller);
+  std::atomic<bool> leading{false};
+
+  // /metrics, /healthz, /readyz. Ready: the caches have synced, or this replica
+  // is a standby waiting for the Lease (so rollouts of several replicas proceed).
+  std::unique_ptr<metrics::HttpServer> http;
+  if (flags.metricsPort >= 0) {
+    metrics::HttpServerOptions ho;
+    ho.bindAddress = flags.metricsAddress;
+    ho.port = static_cast<uint16_t>(flags.metricsPort);
+    http = std::make_unique<metrics::HttpServer>(
+        ho, [&metrics] { return metrics.collect(); }, nullptr,
+        [&](std::string& message) {
+          if (flags.leaderElect && !leading) {
+            message = "standby: not the leader";
+            return true;
+          }
+          if (controller.synced()) return true;
+          message = "informer caches not synced";
+          return false;
+        });
+    try {
+      http->start();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rpcjob-operator: cannot serve metrics on %s:%d: %s\n",
+                   flags.metricsAddress.c_str(), flags.metricsPort, e.what());
+      return 2;
+    }
+    KLOG_INFO("main", "serving /metrics, /healthz, /readyz on " << flags.metricsAddress << ":"
+                                                                << http->port());
+  }
+
   int rc = 0;
   if (!flags.leaderElect) {
-    op::Controller controller(client, reconciler, co);
     rc = controller.run(gStop) ? 0 : 1;
   } else {
     kube::LeaderElectionOptions lo;
@@ -164,10 +213,11 @@ int main(int argc, char** argv) {
     // lease ends the process (exit 1): the Deployment restarts it as a candidate.
     kube::Cancellation controllerStop;
     std::thread controllerThread;
-    op::Controller controller(client, reconciler, co);
-    kube::LeaderCallbacks cb;
     std::atomic<bool> syncFailed{false};
+    kube::LeaderCallbacks cb;
     cb.onStartedLeading = [&] {
+      leading = true;
+      metrics.setLeader(true);
       controllerThread = std::thread([&] {
         if (!controller.run(controllerStop) && !controllerStop.cancelled()) {
           syncFailed = true;  // give the lease up and exit non-zero
@@ -175,13 +225,18 @@ int main(int argc, char** argv) {
         }
       });
     };
-    cb.onStoppedLeading = [&] { controllerStop.cancel(); };
+    cb.onStoppedLeading = [&] {
+      leading = false;
+      metrics.setLeader(false);
+      controllerStop.cancel();
+    };
     cb.onNewLeader = [](const std::string& id) { KLOG_INFO("leader", "leader is " << id); };
     kube::LeaderElector elector(client, lo, cb);
     bool lost = elector.run(gStop);
     if (controllerThread.joinable()) controllerThread.join();
     rc = lost || syncFailed ? 1 : 0;
   }
+  if (http) http->stop();
   KLOG_INFO("main", "stopped");
   return rc;
 }

@@ -403,7 +403,7 @@ TEST_F(Kube, OperatorBinaryLogsRpcJobs) {
     std::string kc = gPlane->kubeconfig();
     execl(RPCJOB_OPERATOR_BINARY, "rpcjob-operator", "--kubeconfig", kc.c_str(), "--namespace",
           ns.c_str(), "--leader-elect", "--lease-namespace", ns.c_str(), "--id", "op-1",
-          static_cast<char*>(nullptr));
+          "--metrics-address", "127.0.0.1", "--metrics-port", "0", static_cast<char*>(nullptr));
     _exit(127);
   }
   auto logText = [&] {
@@ -419,6 +419,23 @@ TEST_F(Kube, OperatorBinaryLogsRpcJobs) {
   bool logged = eventually(
       [&] { return logText().find("reconcile: " + ns + "/seen") != std::string::npos; }, 20s);
   bool leased = client_->tryGet(r::kLeases, ns, "rpcjob-operator").has_value();
+  // /metrics, /healthz, /readyz on the port the log names.
+  std::string text = logText();
+  const std::string marker = "/readyz on 127.0.0.1:";
+  auto at = text.find(marker);
+  ASSERT_NE(at, std::string::npos) << text;
+  std::string port = text.substr(at + marker.size(), text.find('\n', at) - at - marker.size());
+  std::string metricsBody, ready;
+  rpcjob::testing::runCommand("curl -s http://127.0.0.1:" + port + "/metrics", &metricsBody);
+  rpcjob::testing::runCommand(
+      "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" + port + "/readyz", &ready);
+  EXPECT_NE(metricsBody.find("rpcjob_operator_reconciles_total{result=\"success\"}"),
+            std::string::npos)
+      << metricsBody;
+  EXPECT_NE(metricsBody.find("rpcjob_operator_leader 1"), std::string::npos) << metricsBody;
+  EXPECT_NE(metricsBody.find("rpcjob_operator_jobs{state=\"Pending\"} 1"), std::string::npos)
+      << metricsBody;
+  EXPECT_EQ(ready, "200");
   kill(pid, SIGTERM);
   int status = 0;
   bool exited = eventually([&] { return waitpid(pid, &status, WNOHANG) == pid; }, 10s);

@@ -13,6 +13,7 @@
 // failures. Thread-safety: run() once; caches() from any thread after construction.
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,9 @@ struct ControllerOptions {
   kube::InformerOptions informer;  // ns is taken from above
   kube::WorkQueue::Options queue;
   std::chrono::milliseconds syncTimeout{std::chrono::seconds(60)};
+  // Called after every reconcile (for metrics), on the worker's thread.
+  std::function<void(const std::string& key, std::chrono::duration<double> took, bool ok)>
+      onReconciled;
 };
 
 // What of a Node can change a placement: labels, spec (taints, unschedulable),
@@ -75,6 +79,9 @@ class Controller {
 
   Caches caches() const;
   kube::WorkQueue& queue() { return queue_; }
+  size_t queueDepth() const { return queue_.depth(); }
+  // True once every informer has listed (readiness).
+  bool synced() const;
   const std::vector<std::unique_ptr<kube::Informer>>& informers() const { return informers_; }
 
  private:
