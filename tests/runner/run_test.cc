@@ -1,0 +1,212 @@
+// `rpcjob run` end to end, with real processes: every example with the real
+// rpcjob-worker, the restart policy, the deadline, Ctrl-C / SIGTERM leaving no
+// process behind, a job that needs more GPUs than the machine has.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "process.h"
+#include "rpcjob/api/names.h"
+#include "rpcjob/api/parse.h"
+
+namespace rpcjob::runner {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::processesWithEnv;
+using testing::runProgram;
+using testing::TempDir;
+
+// A job of shell workers: group name -> (replicas, shell script).
+std::string shellJob(const std::string& name,
+                     const std::vector<std::pair<std::string, std::string>>& groups,
+                     const std::string& runPolicy, int replicas = 1) {
+  std::string out = "apiVersion: rpcjob.dev/v1alpha1\nkind: RpcJob\nmetadata: {name: " + name +
+                    "}\nspec:\n  workers:\n";
+  for (const auto& [group, script] : groups) {
+    out += "    - name: " + group + "\n      replicas: " + std::to_string(replicas) +
+           "\n      template:\n        spec:\n          containers:\n            - name: w\n"
+           "              command: [sh, -c]\n              args: ['" +
+           script + "']\n";
+  }
+  return out + "  runPolicy: " + runPolicy + "\n";
+}
+
+std::string uniqueName(const std::string& base) {
+  return base + "-" + std::to_string(getpid()) + "-" +
+         std::to_string(::testing::UnitTest::GetInstance()->random_seed());
+}
+
+std::vector<std::string> runArgs(const std::string& manifest, const TempDir& dir) {
+  std::vector<std::string> args = {
+      RPCJOB_BINARY, "run", manifest, "--run-dir", dir.path() + "/run", "--grace-period", "2"};
+#ifdef RPCJOB_WORKER_BINARY
+  args.insert(args.end(), {"--worker-binary", RPCJOB_WORKER_BINARY});
+#endif
+  return args;
+}
+
+// The summary row of a worker: "name  rank  exit  restarts ...".
+void expectSummaryRow(const std::string& output, const std::string& worker, int rank,
+                      const std::string& exit, int restarts) {
+  const std::regex row("\n" + worker + " +" + std::to_string(rank) + " +" + exit + " +" +
+                       std::to_string(restarts) + " ");
+  EXPECT_TRUE(std::regex_search(output, row)) << "no summary row for " << worker << "\n" << output;
+}
+
+#ifdef RPCJOB_WORKER_BINARY
+TEST(Run, EveryExampleRunsWithTheRealWorker) {
+  int ran = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(RPCJOB_SOURCE_DIR) + "/examples")) {
+    if (entry.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(entry.path().string());
+    TempDir dir;
+    const auto r = runProgram(runArgs(entry.path().string(), dir), {"", SIGINT, 240});
+    EXPECT_EQ(r.exitCode, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("Succeeded"));
+    std::ifstream in(entry.path());
+    const api::ParseResult parsed =
+        api::parseRpcJob(std::string(std::istreambuf_iterator<char>(in), {}));
+    ASSERT_TRUE(parsed.ok());
+    int rank = 0;  // the examples' groups are in rank order
+    for (const auto& name : api::workerNames(parsed.job.spec))
+      expectSummaryRow(r.output, name, rank++, "0", 0);
+    EXPECT_TRUE(std::filesystem::exists(dir.path() + "/run/assignment.yaml"));
+    const std::string stem = entry.path().stem().string();
+    if (stem == "transfer-bench") {
+      // rank 0 prints a row of figures per peer.
+      for (const auto& peer : {"peer0", "peer1", "peer2"}) {
+        EXPECT_TRUE(std::regex_search(r.output, std::regex(std::string("\\[bench\\] ") + peer +
+                                                           " +[0-9.]+ +[0-9.]+ +[0-9]+ ")))
+            << peer << "\n"
+            << r.output;
+      }
+      EXPECT_THAT(r.output, HasSubstr("GB/s"));
+    } else if (stem == "model-split") {
+      EXPECT_TRUE(std::regex_search(
+          r.output,
+          std::regex("\\[master\\] model-split: [0-9]+ forward passes .* checksum [-0-9.e+]+ .*"
+                     "matches local: yes")))
+          << r.output;
+    }
+    ++ran;
+  }
+  EXPECT_GE(ran, 2);
+}
+#endif
+
+TEST(Run, CrashingWorkerRestartsTheJobUntilBackoffLimit) {
+  TempDir dir;
+  const std::string manifest = dir.write(
+      "crash.yaml", shellJob("crash", {{"crasher", "echo boom; exit 3"}, {"sleeper", "sleep 30"}},
+                             "{backoffLimit: 2}"));
+  const auto r = runProgram(runArgs(manifest, dir));
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("worker crasher ended with exit 3; restarting the job (restart 1 of 2)"));
+  EXPECT_THAT(r.output, HasSubstr("restart 2 of 2: launching every worker again"));
+  EXPECT_THAT(r.output, HasSubstr("job crash Failed (BackoffLimitExceeded)"));
+  EXPECT_THAT(r.output, HasSubstr("backoffLimit 2 reached after 2 restart(s)"));
+  std::size_t booms = 0;
+  for (std::size_t at = 0; (at = r.output.find("[crasher] boom\n", at)) != std::string::npos; ++at)
+    ++booms;
+  EXPECT_EQ(booms, 3u);
+  expectSummaryRow(r.output, "crasher", 0, "exit 3", 2);
+  expectSummaryRow(r.output, "sleeper", 1, "signal 15 \\(TERM\\)", 2);
+  EXPECT_LT(r.seconds, 30);
+}
+
+TEST(Run, WorkersGetThePodEnvironmentAndTheAssignmentFile) {
+  TempDir dir;
+  const std::string script =
+      "echo name=$RPCJOB_WORKER_NAME rank=$RPCJOB_RANK of $RPCJOB_WORLD_SIZE job=$RPCJOB_JOB_NAME "
+      "ns=$RPCJOB_NAMESPACE metrics=$RPCJOB_METRICS_FILE; grep -q \"name: $RPCJOB_WORKER_NAME\" "
+      "$RPCJOB_ASSIGNMENT";
+  const std::string manifest =
+      dir.write("env.yaml", shellJob("envjob", {{"w", script}}, "{backoffLimit: 0}", 2));
+  const auto r = runProgram(runArgs(manifest, dir));
+  EXPECT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[w1] name=w1 rank=1 of 2 job=envjob ns=default metrics=" +
+                                  dir.path() + "/run/w1.metrics"));
+  EXPECT_THAT(r.output, HasSubstr("(no metrics file)"));
+}
+
+TEST(Run, DeadlineStopsAJobOfSleepers) {
+  TempDir dir;
+  const std::string manifest =
+      dir.write("deadline.yaml", shellJob("deadline", {{"a", "sleep 60"}, {"b", "sleep 60"}},
+                                          "{backoffLimit: 3, activeDeadlineSeconds: 2}"));
+  const auto r = runProgram(runArgs(manifest, dir));
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("job deadline Failed (DeadlineExceeded)"));
+  EXPECT_THAT(r.output, HasSubstr("activeDeadlineSeconds (2 s)"));
+  EXPECT_LT(r.seconds, 15) << r.output;
+}
+
+class Interrupt : public ::testing::TestWithParam<int> {};
+
+TEST_P(Interrupt, StopsEverythingAndLeavesNoProcessBehind) {
+  const int signal = GetParam();
+  TempDir dir;
+  const std::string name = uniqueName(signal == SIGINT ? "sigint" : "sigterm");
+  // A background child too: the whole process group must go.
+  const std::string manifest =
+      dir.write("sleepers.yaml",
+                shellJob(name, {{"a", "sleep 60 & sleep 60"}, {"b", "trap \"\" TERM; sleep 60"}},
+                         "{backoffLimit: 3}", 2));
+  const auto r = runProgram(runArgs(manifest, dir), {"4 running", signal, 60});
+  EXPECT_EQ(r.exitCode, 128 + signal) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("(Interrupted)"));
+  EXPECT_LT(r.seconds, 20) << r.output;
+  EXPECT_THAT(processesWithEnv("RPCJOB_JOB_NAME=" + name), IsEmpty()) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, Interrupt, ::testing::Values(SIGINT, SIGTERM),
+                         [](const auto& info) {
+                           return info.param == SIGINT ? "Sigint" : "Sigterm";
+                         });
+
+TEST(Run, MoreGpusThanTheMachineHasIsAClearError) {
+  TempDir dir;
+  const std::string manifest = dir.write(
+      "gpus.yaml",
+      "apiVersion: rpcjob.dev/v1alpha1\nkind: RpcJob\nmetadata: {name: gpus}\nspec:\n  workers:\n"
+      "    - {name: w, replicas: 2, gpusPerWorker: 2, template: {spec: {containers: [{name: "
+      "w}]}}}\n");
+  const auto r =
+      runProgram({RPCJOB_BINARY, "run", manifest, "--gpus", "1", "--run-dir", dir.path()});
+  EXPECT_EQ(r.exitCode, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("cannot run gpus on this machine: Unschedulable"));
+  EXPECT_THAT(r.output, HasSubstr("nvidia.com/gpu"));
+}
+
+TEST(Run, InvalidManifestIsRefusedBeforeAnythingStarts) {
+  TempDir dir;
+  const std::string manifest =
+      dir.write("bad.yaml",
+                "apiVersion: rpcjob.dev/v1alpha1\nkind: RpcJob\nmetadata: {name: bad}\nspec:\n"
+                "  workers:\n    - {name: w, replicas: -1}\n");
+  const auto r = runProgram({RPCJOB_BINARY, "run", manifest});
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_THAT(r.output, HasSubstr("spec.workers[0].replicas (line 6)"));
+}
+
+TEST(Run, ProgramThatCannotStartFailsTheJob) {
+  TempDir dir;
+  std::string job = shellJob("noexec", {{"w", "x"}}, "{backoffLimit: 0}");
+  job.replace(job.find("[sh, -c]"), 8, "[/nonexistent/program]");
+  const auto r = runProgram(runArgs(dir.write("noexec.yaml", job), dir));
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[w] rpcjob: cannot run /nonexistent/program: No such file"));
+  expectSummaryRow(r.output, "w", 0, "exit 127", 0);
+}
+
+}  // namespace
+}  // namespace rpcjob::runner

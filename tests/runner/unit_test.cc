@@ -1,0 +1,255 @@
+// The pure pieces of the runner: output prefixer, metrics-file parser, summary
+// table, run policy, launch commands and environment, machine-description parsers.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "rpcjob/api/parse.h"
+#include "rpcjob/assignment/environment.h"
+#include "rpcjob/planner/plan.h"
+#include "rpcjob/runner/launch.h"
+#include "rpcjob/runner/line_prefixer.h"
+#include "rpcjob/runner/local_machine.h"
+#include "rpcjob/runner/metrics_file.h"
+#include "rpcjob/runner/ports.h"
+#include "rpcjob/runner/run_policy.h"
+#include "rpcjob/runner/summary.h"
+
+namespace rpcjob::runner {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Action = RunPolicy::Action;
+
+TEST(LinePrefixer, PrefixesCompleteLinesAcrossChunks) {
+  LinePrefixer p("[w0] ");
+  EXPECT_EQ(p.feed("hel"), "");
+  EXPECT_EQ(p.feed("lo\nwor"), "[w0] hello\n");
+  EXPECT_EQ(p.feed("ld\n\nx"), "[w0] world\n[w0] \n");
+  EXPECT_EQ(p.flush(), "[w0] x\n");
+  EXPECT_EQ(p.flush(), "");
+}
+
+TEST(LinePrefixer, CutsOverlongLines) {
+  LinePrefixer p("> ");
+  const std::string out = p.feed(std::string(LinePrefixer::kMaxLine + 10, 'a'));
+  EXPECT_EQ(out, "> " + std::string(LinePrefixer::kMaxLine, 'a') + "\n");
+  EXPECT_EQ(p.flush(), "> " + std::string(10, 'a') + "\n");
+}
+
+TEST(MetricsFile, SumsBytesPerChannelAndDirection) {
+  const ChannelTraffic t = parseChannelTraffic(
+      "# HELP rpcjob_channel_bytes_total bytes\n"
+      "# TYPE rpcjob_channel_bytes_total counter\n"
+      "rpcjob_channel_bytes_total{channel=\"cma\",direction=\"send\",peer=\"w1\"} 1000\n"
+      "rpcjob_channel_bytes_total{channel=\"cma\",direction=\"send\",peer=\"w2\"} 24\n"
+      "rpcjob_channel_bytes_total{direction=\"recv\",channel=\"cma\",peer=\"w1\",} 5e2 1700000\n"
+      "rpcjob_channel_bytes_total{channel=\"basic\",direction=\"recv\",worker=\"a\\\"b\"} 7\n"
+      "rpcjob_channel_bytes_totalx{channel=\"basic\",direction=\"recv\"} 99\n"
+      "rpcjob_channel_transfers_total{channel=\"cma\",direction=\"send\"} 3\n");
+  EXPECT_TRUE(t.found);
+  EXPECT_TRUE(t.warnings.empty()) << t.warnings[0];
+  ASSERT_EQ(t.bytes.size(), 2u);
+  EXPECT_EQ(t.bytes.at("cma").sent, 1024);
+  EXPECT_EQ(t.bytes.at("cma").received, 500);
+  EXPECT_EQ(t.bytes.at("basic").received, 7);
+}
+
+TEST(MetricsFile, MalformedLinesAreWarningsNotCrashes) {
+  const ChannelTraffic t = parseChannelTraffic(
+      "rpcjob_channel_bytes_total{channel=\"cma\",direction=\"send\"} 10\n"
+      "rpcjob_channel_bytes_total{channel=\"cma\",direction=\"send\"\n"
+      "rpcjob_channel_bytes_total{channel=\"cma\",direction=\"send\"} abc\n"
+      "rpcjob_channel_bytes_total{channel=\"cma\"} 5\n"
+      "rpcjob_channel_bytes_total{channel=\"cma\",direction=\"sideways\"} 5\n"
+      "rpcjob_channel_bytes_total{channel=\"cma\",direction=\"send\"} -4\n"
+      "rpcjob_channel_bytes_total{channel=\"cma\",direction=\"send\"}\n"
+      "rpcjob_channel_bytes_total{channel=\"unterminated,direction=\"send\"} 1\n");
+  EXPECT_EQ(t.bytes.at("cma").sent, 10);
+  EXPECT_EQ(t.warnings.size(), 7u);
+  EXPECT_THAT(t.warnings[0], HasSubstr("line 2"));
+  EXPECT_THAT(t.warnings[1], HasSubstr("not a number"));
+}
+
+TEST(MetricsFile, MissingFileIsNotFound) {
+  const ChannelTraffic t = readChannelTraffic("/nonexistent/rpcjob/w.metrics");
+  EXPECT_FALSE(t.found);
+  EXPECT_TRUE(t.warnings.empty());
+}
+
+TEST(Summary, RowsPerWorkerAndChannel) {
+  ChannelTraffic traffic = parseChannelTraffic(
+      "rpcjob_channel_bytes_total{channel=\"cma\",direction=\"send\"} 419430400\n"
+      "rpcjob_channel_bytes_total{channel=\"cma\",direction=\"recv\"} 1536\n"
+      "rpcjob_channel_bytes_total{channel=\"basic\",direction=\"send\"} 12\n"
+      "garbage{\n");
+  traffic.warnings = {"line 4: expected a metric name"};
+  const std::string text = renderSummary({
+      {"master", 0, ExitStatus::exited(0), 0, traffic},
+      {"worker0", 1, ExitStatus::signaled(SIGKILL), 2, ChannelTraffic{}},
+      {"worker1", 2, ExitStatus::exited(3), 2, parseChannelTraffic("")},
+  });
+  EXPECT_EQ(
+      text,
+      "WORKER   RANK  EXIT             RESTARTS  CHANNEL  SENT       RECEIVED\n"
+      "master   0     0                0         basic    12 B       0 B\n"
+      "                                          cma      400.0 MiB  1.50 KiB\n"
+      "worker0  1     signal 9 (KILL)  2         -        -          -         (no metrics file)\n"
+      "worker1  2     exit 3           2         -        0 B        0 B\n"
+      "warning: master metrics file: line 4: expected a metric name\n");
+}
+
+TEST(Summary, FormatsBytes) {
+  EXPECT_EQ(formatBytes(0), "0 B");
+  EXPECT_EQ(formatBytes(1023), "1023 B");
+  EXPECT_EQ(formatBytes(1024), "1.00 KiB");
+  EXPECT_EQ(formatBytes(1.5 * (1 << 30)), "1.50 GiB");
+}
+
+TEST(RunPolicy, SucceedsWhenEveryWorkerExitsZero) {
+  RunPolicy p({"a", "b"}, 3);
+  EXPECT_EQ(p.onExit(1, ExitStatus::exited(0)), Action::None);
+  EXPECT_EQ(p.running(), 1);
+  EXPECT_EQ(p.onExit(0, ExitStatus::exited(0)), Action::Succeed);
+  EXPECT_EQ(p.phase(), JobPhase::Succeeded);
+  EXPECT_EQ(p.restarts(), 0);
+}
+
+TEST(RunPolicy, RestartsUpToBackoffLimitThenFails) {
+  RunPolicy p({"a", "b"}, 2);
+  EXPECT_EQ(p.onExit(1, ExitStatus::exited(3)), Action::StopAndRestart);
+  EXPECT_EQ(p.phase(), JobPhase::Restarting);
+  EXPECT_THAT(p.message(),
+              HasSubstr("worker b ended with exit 3; restarting the job (restart 1 of 2)"));
+  // The stop's own casualties are not failures.
+  EXPECT_EQ(p.onExit(0, ExitStatus::signaled(SIGTERM)), Action::None);
+  p.restarted();
+  EXPECT_EQ(p.phase(), JobPhase::Running);
+  EXPECT_EQ(p.restarts(), 1);
+  EXPECT_EQ(p.running(), 2);
+  EXPECT_EQ(p.onExit(0, ExitStatus::signaled(SIGSEGV)), Action::StopAndRestart);
+  p.restarted();
+  EXPECT_EQ(p.onExit(1, ExitStatus::exited(0)), Action::None);
+  EXPECT_EQ(p.onExit(0, ExitStatus::exited(1)), Action::StopAndFail);
+  EXPECT_EQ(p.phase(), JobPhase::Failed);
+  EXPECT_EQ(p.reason(), "BackoffLimitExceeded");
+  EXPECT_THAT(p.message(), HasSubstr("backoffLimit 2 reached after 2 restart(s)"));
+  EXPECT_EQ(p.restarts(), 2);
+}
+
+TEST(RunPolicy, BackoffLimitZeroFailsAtOnce) {
+  RunPolicy p({"a"}, 0);
+  EXPECT_EQ(p.onExit(0, ExitStatus::exited(2)), Action::StopAndFail);
+  EXPECT_EQ(p.reason(), "BackoffLimitExceeded");
+}
+
+TEST(RunPolicy, DeadlineAndInterruptFailTheJobOnce) {
+  RunPolicy p({"a", "b"}, 5);
+  EXPECT_EQ(p.onDeadline(30), Action::StopAndFail);
+  EXPECT_EQ(p.reason(), "DeadlineExceeded");
+  EXPECT_THAT(p.message(), HasSubstr("activeDeadlineSeconds (30 s)"));
+  EXPECT_EQ(p.onInterrupt(SIGINT), Action::None);
+  EXPECT_EQ(p.onExit(0, ExitStatus::signaled(SIGTERM)), Action::None);
+  EXPECT_EQ(p.reason(), "DeadlineExceeded");
+
+  RunPolicy q({"a"}, 5);
+  EXPECT_EQ(q.onExit(0, ExitStatus::exited(1)), Action::StopAndRestart);
+  EXPECT_EQ(q.onInterrupt(SIGTERM), Action::StopAndFail);  // while restarting
+  EXPECT_EQ(q.reason(), "Interrupted");
+  EXPECT_THAT(q.message(), HasSubstr("SIGTERM"));
+}
+
+TEST(ExitStatus, Strings) {
+  EXPECT_EQ(ExitStatus::exited(0).toString(), "0");
+  EXPECT_EQ(ExitStatus::exited(3).toString(), "exit 3");
+  EXPECT_EQ(ExitStatus::signaled(SIGTERM).toString(), "signal 15 (TERM)");
+  EXPECT_EQ(ExitStatus::fromWaitStatus(3 << 8).toString(), "exit 3");
+}
+
+const char* const kJob = R"yaml(apiVersion: rpcjob.dev/v1alpha1
+kind: RpcJob
+metadata: {name: demo, namespace: team}
+spec:
+  workers:
+    - name: master
+      template:
+        spec:
+          containers:
+            - name: w
+              command: [/usr/bin/rpcjob-worker]
+              args: [bench, "--tag=$(TAG)", "$$(TAG)", "$(UNKNOWN)"]
+              env:
+                - {name: TAG, value: t1}
+                - {name: RPCJOB_RANK, value: "99"}
+                - name: FROM_API
+                  valueFrom: {fieldRef: {fieldPath: metadata.name}}
+    - name: worker
+      replicas: 2
+      template:
+        spec:
+          containers: [{name: w}]
+)yaml";
+
+TEST(Launch, CommandsAndEnvironmentAsPodsGetThem) {
+  const api::ParseResult parsed = api::parseRpcJob(kJob);
+  ASSERT_TRUE(parsed.ok()) << api::formatErrors(parsed.errors);
+  planner::PlanOptions options{planner::Target::Local, planner::localEndpoints(30000, 9400)};
+  const planner::Plan plan =
+      planner::planJob(parsed.job, planner::localCluster(0, 4000, int64_t{8} << 30), options);
+  ASSERT_TRUE(plan.planned()) << plan.message;
+  const Launches l = buildLaunches(parsed.job, plan, {"/b/rpcjob-worker", "/run", "/run/a.yaml"});
+  ASSERT_EQ(l.workers.size(), 3u);
+  const WorkerLaunch& m = l.workers[0];
+  EXPECT_EQ(m.name, "master");
+  EXPECT_THAT(m.argv, ElementsAre("/b/rpcjob-worker", "bench", "--tag=t1", "$(TAG)", "$(UNKNOWN)"));
+  auto env = [](const WorkerLaunch& w, const std::string& k) {
+    std::string v = "<unset>";
+    for (const auto& [name, value] : w.env) {
+      if (name == k) v = value;  // the last entry wins, as in a pod
+    }
+    return v;
+  };
+  EXPECT_EQ(env(m, "TAG"), "t1");
+  EXPECT_EQ(env(m, kEnvRank), "0");
+  EXPECT_EQ(env(m, kEnvWorldSize), "3");
+  EXPECT_EQ(env(m, kEnvJobName), "demo");
+  EXPECT_EQ(env(m, kEnvNamespace), "team");
+  EXPECT_EQ(env(m, kEnvAssignmentPath), "/run/a.yaml");
+  EXPECT_EQ(env(m, kEnvMetricsPort), "9400");
+  EXPECT_EQ(env(m, kEnvMetricsFile), "/run/master.metrics");
+  EXPECT_EQ(env(m, "FROM_API"), "<unset>");
+  ASSERT_EQ(l.notes.size(), 1u);
+  EXPECT_THAT(l.notes[0], HasSubstr("FROM_API uses valueFrom"));
+  const WorkerLaunch& w1 = l.workers[2];
+  EXPECT_EQ(w1.name, "worker1");
+  EXPECT_EQ(w1.address, "127.0.0.1:30002");
+  EXPECT_THAT(w1.argv, ElementsAre("/b/rpcjob-worker", "serve"));
+  EXPECT_EQ(env(w1, kEnvWorkerName), "worker1");
+}
+
+TEST(LocalMachine, Parsers) {
+  EXPECT_EQ(parseMemTotal("MemTotal:       16384 kB\nMemFree: 1 kB\n"), 16384 * 1024);
+  EXPECT_EQ(parseMemTotal("nothing"), 0);
+  EXPECT_EQ(parseCpuMax("150000 100000\n"), 1500);
+  EXPECT_EQ(parseCpuMax("max 100000\n"), std::nullopt);
+  EXPECT_EQ(parseCpuMax("junk"), std::nullopt);
+  EXPECT_EQ(parseMemoryMax("1073741824\n"), int64_t{1} << 30);
+  EXPECT_EQ(parseMemoryMax("max\n"), std::nullopt);
+  const LocalResources r = detectLocalResources(3);
+  EXPECT_EQ(r.gpus, 3);
+  EXPECT_GE(r.cpuMilli, 1000);
+  EXPECT_GT(r.memoryBytes, 0);
+}
+
+TEST(Ports, DistinctFreePorts) {
+  const std::vector<int> ports = pickFreePorts(8);
+  ASSERT_EQ(ports.size(), 8u);
+  std::set<int> distinct(ports.begin(), ports.end());
+  EXPECT_EQ(distinct.size(), 8u);
+  for (int p : ports) EXPECT_GT(p, 0);
+}
+
+}  // namespace
+}  // namespace rpcjob::runner
