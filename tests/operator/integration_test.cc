@@ -181,6 +181,39 @@ TEST_F(Kube, EventsAreRecordedAgainstTheirObject) {
   EXPECT_FALSE(recorder.record(gone, "Normal", "Nothing", "")) << "must fail softly";
 }
 
+// What tests of the reconciler will do in the kubelet's place: a GPU Node with
+// patched status, a Pod bound to it whose status becomes Running.
+TEST_F(Kube, FakeGpuNodeAndPodStatusThroughTheApi) {
+  const std::string ns = makeNamespace("kubelet");
+  client_->create(r::kNodes, "",
+                  R"({"apiVersion":"v1","kind":"Node","metadata":{"name":"gpu-node-1",)"
+                  R"("labels":{"nvidia.com/gpu.product":"H100"}}})");
+  Object node = client_->patchStatus(
+      r::kNodes, "", "gpu-node-1",
+      R"({"status":{"capacity":{"nvidia.com/gpu":"8","cpu":"64","memory":"512Gi","pods":"110"},)"
+      R"("allocatable":{"nvidia.com/gpu":"8","cpu":"64","memory":"512Gi","pods":"110"},)"
+      R"("conditions":[{"type":"Ready","status":"True","reason":"KubeletReady"}]}})");
+  EXPECT_EQ(jsonString(node.json, "/status/allocatable/nvidia.com~1gpu"), "8");
+
+  // Pods are refused until kube-controller-manager made the namespace's default
+  // ServiceAccount.
+  ASSERT_TRUE(eventually(
+      [&] { return client_->tryGet(r::kServiceAccounts, ns, "default").has_value(); }, 20s));
+  client_->create(r::kPods, ns,
+                  R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"w0"},"spec":{)"
+                  R"("nodeName":"gpu-node-1","containers":[{"name":"w","image":"rpcjob-worker",)"
+                  R"("resources":{"limits":{"nvidia.com/gpu":"1"}}}]}})");
+  Object running = client_->patchStatus(
+      r::kPods, ns, "w0",
+      R"({"status":{"phase":"Running","podIP":"10.1.0.5","containerStatuses":[{"name":"w",)"
+      R"("ready":true,"restartCount":0,"image":"rpcjob-worker","imageID":"",)"
+      R"("state":{"running":{"startedAt":"2026-01-01T00:00:00Z"}}}]}})");
+  EXPECT_EQ(jsonString(running.json, "/status/phase"), "Running");
+  EXPECT_EQ(jsonString(running.json, "/spec/nodeName"), "gpu-node-1");
+  client_->remove(r::kPods, ns, "w0", DeleteOptions{"", "", 0});
+  client_->remove(r::kNodes, "", "gpu-node-1");
+}
+
 TEST_F(Kube, CustomResourceCrudAndStatus) {
   ensureCrd();
   const std::string ns = makeNamespace("crd");
@@ -297,6 +330,24 @@ TEST_F(Kube, ClientCertificateKubeconfig) {
   HttpResponse ready = certClient->raw("GET", "/readyz");
   EXPECT_EQ(ready.status, 200);
   EXPECT_EQ(ready.body, "ok");
+}
+
+TEST_F(Kube, UntrustedServerCertificateIsRefused) {
+  ClusterConfig config = loadKubeconfig(gPlane->kubeconfig());
+  std::ifstream other(gPlane->dir() +
+                      "/pki/admin-client.crt");  // a certificate, but no CA of the server
+  std::stringstream pem;
+  pem << other.rdbuf();
+  config.tls.caPem = pem.str();
+  ClientOptions o;
+  o.timeout = 5s;
+  auto untrusting = Client::fromConfig(config, o);
+  try {
+    untrusting->list(r::kNamespaces, "");
+    FAIL() << "TLS verification did not fail";
+  } catch (const ApiError& e) {
+    EXPECT_TRUE(e.transport()) << e.what();
+  }
 }
 
 TEST_F(Kube, LeaderElectionOneLeaderThenTakeover) {
