@@ -86,7 +86,7 @@ do_build() {
   log "fetching the kubernetes source package"
   (cd "$work/dl" && apt-get source --download-only kubernetes >/dev/null)
   local dsc
-  dsc=$(ls "$work"/dl/kubernetes_*.dsc | head -1)
+  dsc=$(find "$work/dl" -maxdepth 1 -name 'kubernetes_*.dsc' | head -1)
   [ -n "$dsc" ] || die "no kubernetes .dsc downloaded"
   local gopath=$work/gopath
   local tree=$gopath/src/k8s.io/kubernetes
@@ -208,12 +208,13 @@ EOF
 start_apiserver() { # start_apiserver DIR
   local dir=$1
   # shellcheck disable=SC1091
-  . "$dir/env"
-  local pki=$dir/pki
+  . "$dir/env" # KUBE_PORT, ETCD_PORT, KUBE_URL, KUBE_ADMIN_TOKEN
+  # shellcheck disable=SC2153
+  local pki=$dir/pki kube_port=$KUBE_PORT etcd_port=$ETCD_PORT
   "$bin/kube-apiserver" \
-    --bind-address=127.0.0.1 --secure-port="$KUBE_PORT" --insecure-port=0 \
+    --bind-address=127.0.0.1 --secure-port="$kube_port" --insecure-port=0 \
     --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
-    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --etcd-servers="http://127.0.0.1:$etcd_port" \
     --service-cluster-ip-range=10.0.0.0/24 \
     --tls-cert-file="$pki/server.crt" --tls-private-key-file="$pki/server.key" \
     --client-ca-file="$pki/ca.crt" --token-auth-file="$dir/tokens.csv" \
@@ -365,15 +366,17 @@ do_stop() { # do_stop DIR: every process listed in DIR/pids
   [ -n "$pids" ] || return 0
   # shellcheck disable=SC2086
   kill $pids 2>/dev/null || true
-  local i alive
-  for i in $(seq 20); do
+  local _ alive
+  for _ in $(seq 20); do
     alive=
     for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive+=" $pid"; done
     [ -z "$alive" ] && break
     sleep 0.1
   done
-  # shellcheck disable=SC2086
-  [ -n "$alive" ] && kill -9 $alive 2>/dev/null || true
+  if [ -n "$alive" ]; then
+    # shellcheck disable=SC2086
+    kill -9 $alive 2>/dev/null || true
+  fi
   : >"$dir/pids"
 }
 
