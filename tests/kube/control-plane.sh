@@ -345,10 +345,10 @@ EOF
 }
 
 kill_pid() { # kill_pid PID [GRACE_TENTHS]: TERM, wait (default 5 s), then KILL
-  local pid=$1 grace=${2:-50} i
+  local pid=$1 grace=${2:-50} _
   kill -0 "$pid" 2>/dev/null || return 0
   kill "$pid" 2>/dev/null || true
-  for i in $(seq "$grace"); do
+  for _ in $(seq "$grace"); do
     kill -0 "$pid" 2>/dev/null || return 0
     sleep 0.2
   done
