@@ -3,6 +3,7 @@
 //
 //   rpcjob-worker serve [--deadline-s N]   serve calls until every worker shuts down
 //   rpcjob-worker bench [--json] [--no-large]   rank 0 measures every peer; others serve
+//   rpcjob-worker model-split [--iterations N] [--size N]   the seeds' experiment (workloads/)
 //   rpcjob-worker --version
 //
 // Exit codes: 0 success, 1 runtime failure, 2 usage or identity error.
@@ -14,6 +15,7 @@
 #include <iostream>
 #include <string>
 
+#include "model_split.h"
 #include "pair_bench.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/runtime/runtime.h"
@@ -25,6 +27,7 @@ int usage() {
   std::cerr
       << "usage: rpcjob-worker serve [--deadline-s N]\n"
          "       rpcjob-worker bench [--json] [--no-large]\n"
+         "       rpcjob-worker model-split [--iterations N] [--size N]\n"
          "       rpcjob-worker --version\n"
          "identity: RPCJOB_ASSIGNMENT or RPCJOB_PEERS, and RPCJOB_WORKER_NAME or RPCJOB_RANK\n";
   return 2;
@@ -42,6 +45,7 @@ int main(int argc, char** argv) {
   }
   bool json = false;
   rpcjob::worker::BenchConfig config;
+  rpcjob::worker::ModelSplitConfig split;
   long deadlineSeconds = 24 * 3600;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
@@ -49,13 +53,17 @@ int main(int argc, char** argv) {
       json = true;
     } else if (arg == "--no-large") {
       config.large = false;
+    } else if (arg == "--iterations" && i + 1 < argc) {
+      split.iterations = std::stoi(argv[++i]);
+    } else if (arg == "--size" && i + 1 < argc) {
+      split.size = std::stoi(argv[++i]);
     } else if (arg == "--deadline-s" && i + 1 < argc) {
       deadlineSeconds = std::stol(argv[++i]);
     } else {
       return usage();
     }
   }
-  if (mode != "serve" && mode != "bench") return usage();
+  if (mode != "serve" && mode != "bench" && mode != "model-split") return usage();
 
   std::unique_ptr<Runtime> rt;
   try {
@@ -64,8 +72,15 @@ int main(int argc, char** argv) {
     std::cerr << "rpcjob-worker: " << e.what() << "\n";
     return 2;
   }
+  bool failed = false;
   try {
+    if (mode == "model-split") rpcjob::worker::registerModelSplit(*rt);
     rt->start();
+    if (mode == "model-split" && rt->self().rank == 0) {
+      const auto result = rpcjob::worker::runModelSplit(*rt, split);
+      std::cout << rpcjob::worker::toText(result, split) << std::endl;
+      failed = !result.matchesLocal;
+    }
     if (mode == "bench" && rt->self().rank == 0) {
       std::vector<rpcjob::worker::PairResult> results;
       for (const auto& w : rt->workers()) {
@@ -85,5 +100,5 @@ int main(int argc, char** argv) {
     std::cerr << "rpcjob-worker " << rt->self().name << ": " << e.what() << "\n";
     return 1;
   }
-  return 0;
+  return failed ? 1 : 0;
 }
