@@ -41,7 +41,8 @@ std::vector<std::string> stringList(const YAML::Node& node, const std::string& w
   return out;
 }
 
-void checkKeys(const YAML::Node& map, const std::set<std::string>& known, const std::string& where) {
+void checkKeys(const YAML::Node& map, const std::set<std::string>& known,
+               const std::string& where) {
   for (const auto& kv : map) {
     const auto key = kv.first.as<std::string>();
     if (!known.count(key)) fail(where + "." + key + lineOf(kv.first), "unknown field");
@@ -70,7 +71,8 @@ WorkerEntry parseWorker(const YAML::Node& node, const std::string& where) {
   if (const auto gpus = node["gpus"]) {
     if (!gpus.IsSequence()) fail(where + ".gpus" + lineOf(gpus), "expected a list");
     for (std::size_t i = 0; i < gpus.size(); ++i) {
-      w.gpus.push_back(scalar<int>(gpus[i], where + ".gpus[" + std::to_string(i) + "]", "an integer"));
+      w.gpus.push_back(
+          scalar<int>(gpus[i], where + ".gpus[" + std::to_string(i) + "]", "an integer"));
     }
   }
   if (const auto maps = node["deviceMaps"]) {
@@ -157,11 +159,14 @@ void validateAssignment(Assignment& a) {
     if (!isDnsLabel(w.name)) {
       fail(where + ".name", "'" + w.name + "' is not a DNS label (a-z, 0-9, '-', at most 63)");
     }
-    if (!names.insert(w.name).second) fail(where + ".name", "duplicate worker name '" + w.name + "'");
+    if (!names.insert(w.name).second)
+      fail(where + ".name", "duplicate worker name '" + w.name + "'");
     if (w.rank < 0 || w.rank >= n) {
-      fail(where + ".rank", "rank " + std::to_string(w.rank) + " is outside 0.." + std::to_string(n - 1));
+      fail(where + ".rank",
+           "rank " + std::to_string(w.rank) + " is outside 0.." + std::to_string(n - 1));
     }
-    if (seenRank[w.rank]) fail(where + ".rank", "rank " + std::to_string(w.rank) + " is used twice");
+    if (seenRank[w.rank])
+      fail(where + ".rank", "rank " + std::to_string(w.rank) + " is used twice");
     seenRank[w.rank] = true;
     if (!isHostPort(w.address)) fail(where + ".address", "'" + w.address + "' is not host:port");
     if (w.metricsPort < 0 || w.metricsPort > 65535) fail(where + ".metricsPort", "out of range");

@@ -135,7 +135,8 @@ TEST(AssignmentTest, RejectsBadDocuments) {
   EXPECT_THAT(errorOf("workers:\n  - name: a\n    rank: 0\n    address: h:1\n    colour: red\n"),
               HasSubstr("workers[0].colour (line 5): unknown field"));
   EXPECT_THAT(errorOf("apiVersion: v9\nworkers: []\n"), HasSubstr("unsupported version"));
-  EXPECT_THAT(errorOf("workers:\n  - rank: 0\n    address: h:1\n"), HasSubstr("missing field 'name'"));
+  EXPECT_THAT(errorOf("workers:\n  - rank: 0\n    address: h:1\n"),
+              HasSubstr("missing field 'name'"));
   EXPECT_THAT(errorOf("workers:\n  - {name: a, rank: 0, address: 'h:99999'}\n"),
               HasSubstr("is not host:port"));
 }
@@ -183,15 +184,16 @@ TEST_F(EnvironmentTest, ReadsTheFileAndFindsItself) {
   EXPECT_EQ(id.rank, 1);
   EXPECT_EQ(id.assignment.worldSize(), 2);
   setenv(kEnvRank, "0", 1);
-  EXPECT_THAT([] {
-    try {
-      identityFromEnvironment();
-    } catch (const AssignmentError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  }(),
-              HasSubstr("RPCJOB_RANK=0 but the table gives 'worker0' rank 1"));
+  EXPECT_THAT(
+      [] {
+        try {
+          identityFromEnvironment();
+        } catch (const AssignmentError& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      }(),
+      HasSubstr("RPCJOB_RANK=0 but the table gives 'worker0' rank 1"));
   std::remove(path);
 }
 

@@ -51,8 +51,8 @@ struct WorkerEntry {
   std::string node;
   std::string pod;
   std::vector<int> gpus;
-  std::map<std::string, DeviceMap> deviceMaps;                  // by peer name
-  std::map<std::string, std::vector<std::string>> channels;     // by peer name
+  std::map<std::string, DeviceMap> deviceMaps;               // by peer name
+  std::map<std::string, std::vector<std::string>> channels;  // by peer name
 };
 
 struct Assignment {
