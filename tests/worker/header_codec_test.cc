@@ -82,5 +82,57 @@ TEST(ChannelDescriptorCodec, RoundTrip) {
   EXPECT_NE(decodeChannelDescriptors(bytes.data(), bytes.size() - 1, out), "");
 }
 
+TEST(FastValueCodec, RoundTripsAndRejectsEveryTruncation) {
+  std::vector<char> bytes;
+  FastEncoder e(bytes);
+  e.tuple(5);
+  e.integer(-7);
+  e.real(2.5);
+  e.string("abc", 3);
+  int64_t sizes[] = {2};
+  float data[] = {1.0f, 2.0f};
+  e.tensorInline(6, sizes, 1, data, sizeof(data));
+  e.tensorRef(0);
+  FastValue v;
+  ASSERT_EQ(decodeFastValue(bytes.data(), bytes.size(), 1, v), "");
+  ASSERT_EQ(v.tag, FastTag::kTuple);
+  ASSERT_EQ(v.items.size(), 5u);
+  EXPECT_EQ(v.items[0].i, -7);
+  EXPECT_EQ(v.items[1].d, 2.5);
+  EXPECT_EQ(std::string(bytes.data() + v.items[2].offset, v.items[2].length), "abc");
+  EXPECT_EQ(v.items[3].sizes, std::vector<int64_t>{2});
+  EXPECT_EQ(v.items[3].length, sizeof(data));
+  EXPECT_EQ(v.items[4].index, 0u);
+  // The reference needs a table entry; every truncation is an error.
+  EXPECT_NE(decodeFastValue(bytes.data(), bytes.size(), 0, v), "");
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    FastValue t;
+    EXPECT_NE(decodeFastValue(bytes.data(), n, 1, t), "") << n;
+  }
+}
+
+TEST(FastValueCodec, RejectsLiesAboutShapesCountsAndDepth) {
+  std::vector<char> bytes;
+  FastEncoder e(bytes);
+  int64_t sizes[] = {3};
+  float data[] = {1.0f, 2.0f};
+  e.tensorInline(6, sizes, 1, data, sizeof(data));  // 3 floats claimed, 2 sent
+  FastValue v;
+  EXPECT_NE(decodeFastValue(bytes.data(), bytes.size(), 0, v), "");
+  bytes.clear();
+  FastEncoder huge(bytes);
+  huge.tuple(0xffffffffu);
+  EXPECT_NE(decodeFastValue(bytes.data(), bytes.size(), 0, v), "");
+  bytes.clear();
+  FastEncoder deep(bytes);
+  for (int i = 0; i < 100; ++i) deep.tuple(1);
+  deep.none();
+  EXPECT_NE(decodeFastValue(bytes.data(), bytes.size(), 0, v), "");
+  bytes.clear();
+  FastEncoder badDtype(bytes);
+  badDtype.tensorInline(12, sizes, 1, data, 3);  // qint8 is not carried
+  EXPECT_NE(decodeFastValue(bytes.data(), bytes.size(), 0, v), "");
+}
+
 }  // namespace
 }  // namespace rpcjob::wire

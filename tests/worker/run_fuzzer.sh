@@ -10,4 +10,7 @@ mkdir -p "$out/corpus"
 # Seeds: a valid header, so the fuzzer starts from the interesting part of the space.
 printf 'RJ\001\003\000\000\001\000\000\000\000\000\000\000\000\000\000\000\002\000ab\000\000\000\000' \
   > "$out/corpus/seed-call"
+# A fast value: (int 7, inline float tensor of shape [1]).
+printf '\365\001\006\002\000\000\000\003\007\000\000\000\000\000\000\000\007\006\001\001\000\000\000\000\000\000\000\004\000\000\000\000\000\000\000\000\000\200\077' \
+  > "$out/corpus/seed-fast"
 "$out/header_codec_fuzzer" -max_total_time="$seconds" -max_len=4096 -timeout=5 "$out/corpus"

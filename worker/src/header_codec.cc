@@ -53,6 +53,9 @@ class Reader {
   }
   bool ok() const { return error_.empty(); }
   bool atEnd() const { return pos_ == size_; }
+  size_t position() const { return pos_; }
+  size_t remaining() const { return size_ - pos_; }
+  bool skip(size_t n) { return take(n); }
   const std::string& error() const { return error_; }
 
  private:
@@ -216,6 +219,160 @@ std::string decodeChannelDescriptors(const char* data, size_t size, ChannelDescr
   }
   if (!r.ok()) return r.error();
   if (!r.atEnd()) return "trailing bytes in descriptors";
+  return {};
+}
+
+// ---- fast values
+
+size_t fastElementSize(int8_t dtype) {
+  switch (dtype) {
+    case 0:   // Byte
+    case 1:   // Char
+    case 11:  // Bool
+      return 1;
+    case 2:   // Short
+    case 5:   // Half
+    case 15:  // BFloat16
+      return 2;
+    case 3:  // Int
+    case 6:  // Float
+      return 4;
+    case 4:  // Long
+    case 7:  // Double
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+FastEncoder::FastEncoder(std::vector<char>& out) : out_(out) {
+  out_.push_back(static_cast<char>(kFastMagic));
+  out_.push_back(static_cast<char>(kFastVersion));
+}
+
+template <typename T>
+void FastEncoder::fixed(T v) {
+  size_t at = out_.size();
+  out_.resize(at + sizeof(T));
+  std::memcpy(out_.data() + at, &v, sizeof(T));
+}
+
+void FastEncoder::integer(int64_t v) {
+  tag(FastTag::kInt);
+  fixed<int64_t>(v);
+}
+void FastEncoder::real(double v) {
+  tag(FastTag::kDouble);
+  fixed<double>(v);
+}
+void FastEncoder::string(const char* data, size_t size) {
+  tag(FastTag::kString);
+  fixed<uint32_t>(static_cast<uint32_t>(size));
+  out_.insert(out_.end(), data, data + size);
+}
+void FastEncoder::tuple(uint32_t count) {
+  tag(FastTag::kTuple);
+  fixed<uint32_t>(count);
+}
+void FastEncoder::tensorInline(int8_t dtype, const int64_t* sizes, size_t ndim, const void* data,
+                               size_t nbytes) {
+  tag(FastTag::kTensorInline);
+  fixed<int8_t>(dtype);
+  out_.push_back(static_cast<char>(static_cast<uint8_t>(ndim)));
+  for (size_t i = 0; i < ndim; ++i) fixed<int64_t>(sizes[i]);
+  fixed<uint64_t>(nbytes);
+  const char* bytes = static_cast<const char*>(data);
+  if (nbytes > 0) out_.insert(out_.end(), bytes, bytes + nbytes);
+}
+void FastEncoder::tensorRef(uint32_t index) {
+  tag(FastTag::kTensorRef);
+  fixed<uint32_t>(index);
+}
+
+bool isFastPayload(const char* data, size_t size) {
+  return size >= 1 && static_cast<uint8_t>(data[0]) == kFastMagic;
+}
+
+namespace {
+
+void decodeFast(Reader& r, size_t tableSize, size_t depth, FastValue& v) {
+  if (depth > kFastMaxDepth) return r.fail("fast value nested too deeply");
+  uint8_t tag = r.u8();
+  if (!r.ok()) return;
+  if (tag > static_cast<uint8_t>(FastTag::kLast)) {
+    return r.fail("unknown fast value tag " + std::to_string(tag));
+  }
+  v.tag = static_cast<FastTag>(tag);
+  switch (v.tag) {
+    case FastTag::kNone:
+    case FastTag::kFalse:
+    case FastTag::kTrue:
+      return;
+    case FastTag::kInt:
+      v.i = r.fixed<int64_t>();
+      return;
+    case FastTag::kDouble:
+      v.d = r.fixed<double>();
+      return;
+    case FastTag::kString: {
+      size_t length = r.fixed<uint32_t>();
+      v.offset = r.position();
+      v.length = length;
+      r.skip(length);
+      return;
+    }
+    case FastTag::kTuple: {
+      size_t count = r.fixed<uint32_t>();
+      if (!r.ok()) return;
+      if (count > r.remaining()) return r.fail("tuple longer than the payload");
+      // Grown as items decode, so a lying count costs no more than the bytes present.
+      v.items.reserve(count < 64 ? count : 64);
+      for (size_t i = 0; i < count && r.ok(); ++i) {
+        decodeFast(r, tableSize, depth + 1, v.items.emplace_back());
+      }
+      return;
+    }
+    case FastTag::kTensorInline: {
+      v.dtype = r.fixed<int8_t>();
+      size_t ndim = r.u8();
+      if (!r.ok()) return;
+      size_t elementSize = fastElementSize(v.dtype);
+      if (elementSize == 0) return r.fail("bad fast tensor dtype " + std::to_string(v.dtype));
+      if (ndim > kMaxTensorDims) return r.fail("too many tensor dimensions");
+      v.sizes.assign(ndim, 0);
+      for (size_t i = 0; i < ndim && r.ok(); ++i) v.sizes[i] = r.fixed<int64_t>();
+      uint64_t nbytes = r.fixed<uint64_t>();
+      if (!r.ok()) return;
+      int64_t n = numElements(v.sizes);
+      if (n < 0 || static_cast<uint64_t>(n) > (uint64_t{1} << 40) / elementSize ||
+          static_cast<uint64_t>(n) * elementSize != nbytes) {
+        return r.fail("fast tensor length does not match its shape");
+      }
+      if (nbytes > r.remaining()) return r.fail("fast tensor longer than the payload");
+      v.offset = r.position();
+      v.length = nbytes;
+      r.skip(nbytes);
+      return;
+    }
+    case FastTag::kTensorRef:
+      v.index = r.fixed<uint32_t>();
+      if (r.ok() && v.index >= tableSize) r.fail("tensor reference out of range");
+      return;
+  }
+}
+
+}  // namespace
+
+std::string decodeFastValue(const char* data, size_t size, size_t tableSize, FastValue& out) {
+  Reader r(data, size);
+  if (r.u8() != kFastMagic) return r.ok() ? "bad fast value magic" : r.error();
+  uint8_t version = r.u8();
+  if (r.ok() && version != kFastVersion) {
+    return "unsupported fast value version " + std::to_string(version);
+  }
+  decodeFast(r, tableSize, 0, out);
+  if (!r.ok()) return r.error();
+  if (!r.atEnd()) return "trailing bytes after the fast value";
   return {};
 }
 

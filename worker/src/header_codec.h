@@ -101,4 +101,74 @@ using ChannelDescriptors = std::vector<std::pair<std::string, DeviceDescriptors>
 std::string encodeChannelDescriptors(const ChannelDescriptors& descriptors);
 std::string decodeChannelDescriptors(const char* data, size_t size, ChannelDescriptors& out);
 
+// Fast value payloads: the common call values (None, bools, ints, doubles,
+// strings, tuples of them, dense CPU tensors) without the pickler. A payload
+// starting with kFastMagic is this format; anything else is a pickle (whose first
+// byte is always 0x80). Small tensors travel inline in the payload (no channel
+// round for them); larger ones reference TensorPipe's tensor table.
+//   payload := kFastMagic kFastVersion value
+//   value   := tag u8, then: kInt i64 | kDouble f64 | kString u32 length + bytes |
+//              kTuple u32 count + values | kTensorInline dtype i8, ndim u8,
+//              sizes i64 x ndim, u64 nbytes + bytes | kTensorRef u32 table index
+inline constexpr uint8_t kFastMagic = 0xF5;
+inline constexpr uint8_t kFastVersion = 1;
+inline constexpr size_t kFastMaxDepth = 32;
+inline constexpr size_t kFastInlineTensorBytes = 64 * 1024;  // larger ones go by channel
+
+enum class FastTag : uint8_t {
+  kNone = 0,
+  kFalse,
+  kTrue,
+  kInt,
+  kDouble,
+  kString,
+  kTuple,
+  kTensorInline,
+  kTensorRef,
+  kLast = kTensorRef,
+};
+
+// Element size of the dtypes (c10::ScalarType values) the fast path carries; 0
+// for any other (those values are pickled).
+size_t fastElementSize(int8_t dtype);
+
+class FastEncoder {
+ public:
+  explicit FastEncoder(std::vector<char>& out);
+  void none() { tag(FastTag::kNone); }
+  void boolean(bool v) { tag(v ? FastTag::kTrue : FastTag::kFalse); }
+  void integer(int64_t v);
+  void real(double v);
+  void string(const char* data, size_t size);
+  void tuple(uint32_t count);
+  void tensorInline(int8_t dtype, const int64_t* sizes, size_t ndim, const void* data,
+                    size_t nbytes);
+  void tensorRef(uint32_t index);
+
+ private:
+  void tag(FastTag t) { out_.push_back(static_cast<char>(t)); }
+  template <typename T>
+  void fixed(T v);
+  std::vector<char>& out_;
+};
+
+// A decoded fast value. Strings and inline tensor bytes point into the payload
+// (offset, length), so the payload must outlive the tree.
+struct FastValue {
+  FastTag tag = FastTag::kNone;
+  int64_t i = 0;
+  double d = 0;
+  size_t offset = 0;  // kString / kTensorInline: bytes in the payload
+  size_t length = 0;
+  int8_t dtype = 0;
+  std::vector<int64_t> sizes;  // tensors
+  uint32_t index = 0;          // kTensorRef
+  std::vector<FastValue> items;
+};
+
+bool isFastPayload(const char* data, size_t size);
+// Returns an empty string on success, else what is wrong; `tableSize` bounds the
+// tensor references.
+std::string decodeFastValue(const char* data, size_t size, size_t tableSize, FastValue& out);
+
 }  // namespace rpcjob::wire

@@ -2,10 +2,16 @@
 #include "serialization.h"
 
 #include <ATen/ops/empty.h>
+
 #include <tensorpipe/tensorpipe.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <cstring>
 
 #include "rpcjob/runtime/errors.h"
+#if RPCJOB_WITH_CUDA
+#include "cuda/cuda_serialization.h"
+#include "cuda/device_maps.h"
+#endif
 
 namespace rpcjob::runtime {
 namespace {
@@ -23,6 +29,100 @@ RpcError badMessage(const std::string& what) {
   return RpcError(ErrorCode::kBadMessage, "", what);
 }
 
+// c10::ScalarType values that wire::fastElementSize() assumes.
+static_assert(static_cast<int>(c10::ScalarType::Byte) == 0 &&
+              static_cast<int>(c10::ScalarType::Char) == 1 &&
+              static_cast<int>(c10::ScalarType::Short) == 2 &&
+              static_cast<int>(c10::ScalarType::Int) == 3 &&
+              static_cast<int>(c10::ScalarType::Long) == 4 &&
+              static_cast<int>(c10::ScalarType::Half) == 5 &&
+              static_cast<int>(c10::ScalarType::Float) == 6 &&
+              static_cast<int>(c10::ScalarType::Double) == 7 &&
+              static_cast<int>(c10::ScalarType::Bool) == 11 &&
+              static_cast<int>(c10::ScalarType::BFloat16) == 15);
+
+// A plain dense CPU tensor the fast path may carry (anything else is pickled).
+bool fastTensor(const at::Tensor& t) {
+  return t.defined() && t.layout() == c10::kStrided && t.device().is_cpu() && !t.requires_grad() &&
+         !t.is_quantized() && !t.has_names() && !t.is_neg() && !t.is_conj() &&
+         wire::fastElementSize(static_cast<int8_t>(t.scalar_type())) ==
+             static_cast<size_t>(t.element_size()) &&
+         t.dim() <= static_cast<int64_t>(wire::kMaxTensorDims);
+}
+
+// Whether `v` is made only of what the fast encoding carries.
+bool fastEncodable(const c10::IValue& v, size_t depth) {
+  if (depth > wire::kFastMaxDepth) return false;
+  if (v.isNone() || v.isBool() || v.isInt() || v.isDouble()) return true;
+  if (v.isString()) return v.toStringRef().size() <= UINT32_MAX;
+  if (v.isTensor()) return fastTensor(v.toTensor());
+  if (v.isTuple()) {
+    for (const auto& e : v.toTupleRef().elements()) {
+      if (!fastEncodable(e, depth + 1)) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+void fastEncode(const c10::IValue& v, wire::FastEncoder& e, std::vector<at::Tensor>& table) {
+  if (v.isNone()) return e.none();
+  if (v.isBool()) return e.boolean(v.toBool());
+  if (v.isInt()) return e.integer(v.toInt());
+  if (v.isDouble()) return e.real(v.toDouble());
+  if (v.isString()) {
+    const std::string& s = v.toStringRef();
+    return e.string(s.data(), s.size());
+  }
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (t.nbytes() <= wire::kFastInlineTensorBytes) {
+      at::Tensor c = t.is_contiguous() ? t : t.contiguous();
+      return e.tensorInline(static_cast<int8_t>(c.scalar_type()), c.sizes().data(), c.dim(),
+                            c.data_ptr(), c.nbytes());
+    }
+    e.tensorRef(static_cast<uint32_t>(table.size()));
+    table.push_back(t);
+    return;
+  }
+  const auto& elements = v.toTupleRef().elements();
+  e.tuple(static_cast<uint32_t>(elements.size()));
+  for (const auto& item : elements) fastEncode(item, e, table);
+}
+
+c10::IValue fastDecode(const wire::FastValue& v, const char* payload,
+                       const std::vector<at::Tensor>& table) {
+  switch (v.tag) {
+    case wire::FastTag::kNone:
+      return c10::IValue();
+    case wire::FastTag::kFalse:
+      return c10::IValue(false);
+    case wire::FastTag::kTrue:
+      return c10::IValue(true);
+    case wire::FastTag::kInt:
+      return c10::IValue(v.i);
+    case wire::FastTag::kDouble:
+      return c10::IValue(v.d);
+    case wire::FastTag::kString:
+      return c10::IValue(std::string(payload + v.offset, v.length));
+    case wire::FastTag::kTuple: {
+      std::vector<c10::IValue> items;
+      items.reserve(v.items.size());
+      for (const auto& item : v.items) items.push_back(fastDecode(item, payload, table));
+      return c10::ivalue::Tuple::create(std::move(items));
+    }
+    case wire::FastTag::kTensorInline: {
+      at::Tensor t =
+          at::empty(v.sizes, at::TensorOptions().dtype(static_cast<c10::ScalarType>(v.dtype)));
+      if (v.length > 0) std::memcpy(t.data_ptr(), payload + v.offset, v.length);
+      return t;
+    }
+    case wire::FastTag::kTensorRef:
+      return table[v.index];  // bounds-checked by the decoder
+  }
+  return c10::IValue();
+}
+
 }  // namespace
 
 tensorpipe::Message OutgoingMessage::toTensorpipe() {
@@ -36,8 +136,12 @@ tensorpipe::Message OutgoingMessage::toTensorpipe() {
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
     tensorpipe::Message::Tensor t;
-    // CPU only in this build; the CUDA build sets a CudaBuffer with the stream here.
+#if RPCJOB_WITH_CUDA
+    // A CudaBuffer on the tensor's send stream, and the device it lands on.
+    if (!cuda::fillTensor(*this, i, &t)) t.buffer = tensorpipe::CpuBuffer{tensors[i].data_ptr()};
+#else
     t.buffer = tensorpipe::CpuBuffer{tensors[i].data_ptr()};
+#endif
     t.length = tensors[i].nbytes();
     t.metadata = tensorMeta[i];
     m.tensors.push_back(std::move(t));
@@ -45,25 +149,44 @@ tensorpipe::Message OutgoingMessage::toTensorpipe() {
   return m;
 }
 
-std::shared_ptr<OutgoingMessage> makeMessage(const wire::Header& header, const c10::IValue* value) {
+std::shared_ptr<OutgoingMessage> makeMessage(const wire::Header& header, const c10::IValue* value,
+                                             [[maybe_unused]] const DeviceTargets* targets) {
   auto out = std::make_shared<OutgoingMessage>();
   out->header = wire::encodeHeader(header);
   if (value == nullptr) return out;
   std::vector<at::Tensor> table;
-  try {
-    out->payload = torch::jit::pickle(*value, &table);
-  } catch (const std::exception& e) {
-    throw badMessage(std::string("cannot serialize the value: ") + e.what());
+  bool fast = fastEncodable(*value, 0);
+#if RPCJOB_WITH_CUDA
+  // Host tensors mapped to a peer's GPU go through the tensor table.
+  if (targets != nullptr && targets->map.count(-1) && targets->map.at(-1) >= 0) fast = false;
+#endif
+  if (fast) {
+    wire::FastEncoder encoder(out->payload);
+    fastEncode(*value, encoder, table);
+  } else {
+    try {
+      out->payload = torch::jit::pickle(*value, &table);
+    } catch (const std::exception& e) {
+      throw badMessage(std::string("cannot serialize the value: ") + e.what());
+    }
   }
   out->hasPayload = true;
   out->tensors.reserve(table.size());
   for (auto& t : table) {
     if (t.layout() != c10::kStrided) throw badMessage("only strided (dense) tensors can be sent");
     if (t.is_quantized()) throw badMessage("quantized tensors cannot be sent");
+#if !RPCJOB_WITH_CUDA
     if (!t.device().is_cpu()) throw badMessage("CUDA tensors need the CUDA build");
+#endif
     // A view sends only the bytes it covers; a non-contiguous one is compacted.
     at::Tensor c = t.is_contiguous() ? t : t.contiguous();
+#if RPCJOB_WITH_CUDA
+    wire::TensorMeta meta = metaOf(c);
+    c = cuda::prepareSend(*out, std::move(c), targets, meta);
+    out->tensorMeta.push_back(wire::encodeTensorMeta(meta));
+#else
     out->tensorMeta.push_back(wire::encodeTensorMeta(metaOf(c)));
+#endif
     out->tensors.push_back(std::move(c));
   }
   return out;
@@ -99,13 +222,22 @@ std::string prepareRead(const tensorpipe::Descriptor& descriptor, IncomingMessag
     }
     auto dtype = static_cast<c10::ScalarType>(meta.dtype);
     if (c10::isQIntType(dtype)) return "quantized dtype";
+#if !RPCJOB_WITH_CUDA
     if (meta.deviceType != 0) return "CUDA tensor received by a CPU-only worker";
+#endif
     int64_t n = wire::numElements(meta.sizes);
     size_t elementSize = c10::elementSize(dtype);
     if (n < 0 || static_cast<uint64_t>(n) > (uint64_t{1} << 40) / elementSize ||
         static_cast<uint64_t>(n) * elementSize != d.length) {
       return "tensor length does not match its shape";
     }
+#if RPCJOB_WITH_CUDA
+    if (meta.deviceType != 0) {
+      error = cuda::allocate(&d, meta, dtype, in, allocation);
+      if (!error.empty()) return error;
+      continue;
+    }
+#endif
     at::Tensor t = at::empty(meta.sizes, at::TensorOptions().dtype(dtype));
     allocation.tensors.push_back({tensorpipe::CpuBuffer{t.data_ptr()}});
     in.tensors.push_back(std::move(t));
@@ -114,7 +246,17 @@ std::string prepareRead(const tensorpipe::Descriptor& descriptor, IncomingMessag
 }
 
 c10::IValue decodeValue(IncomingMessage& in) {
+#if RPCJOB_WITH_CUDA
+  cuda::finishRead(in);  // the read was enqueued: events on the receive streams
+#endif
   if (in.payload.empty()) return c10::IValue();
+  if (wire::isFastPayload(in.payload.data(), in.payload.size())) {
+    wire::FastValue v;
+    std::string bad =
+        wire::decodeFastValue(in.payload.data(), in.payload.size(), in.tensors.size(), v);
+    if (!bad.empty()) throw badMessage("cannot deserialize the value: " + bad);
+    return fastDecode(v, in.payload.data(), in.tensors);
+  }
   try {
     return torch::jit::unpickle(in.payload.data(), in.payload.size(), nullptr, in.tensors);
   } catch (const std::exception& e) {
