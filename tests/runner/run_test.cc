@@ -92,7 +92,7 @@ TEST(Run, EveryExampleRunsWithTheRealWorker) {
     } else if (stem == "model-split") {
       EXPECT_TRUE(std::regex_search(
           r.output,
-          std::regex("\\[master\\] model-split: [0-9]+ forward passes .* checksum [-0-9.e+]+ .*"
+          std::regex("\\[master\\] model-split: [0-9]+ forward passes .* checksum [-0-9.e+]+; "
                      "matches local: yes")))
           << r.output;
     }
