@@ -260,7 +260,10 @@ int cmdRun(const std::vector<std::string>& rest) {
             << "\n";
   for (const auto& w : launches.workers) {
     std::string command;
-    for (const auto& a : w.argv) command += (command.empty() ? "" : " ") + a;
+    for (const auto& a : w.argv) {
+      const bool quote = a.empty() || a.find_first_of(" \t'\"$") != std::string::npos;
+      command += (command.empty() ? "" : " ") + (quote ? "'" + a + "'" : a);
+    }
     std::cout << "rpcjob:   rank " << w.rank << "  " << w.name << "  rpc " << w.address
               << "  metrics "
               << (w.metricsPort ? "127.0.0.1:" + std::to_string(w.metricsPort) : std::string("off"))
