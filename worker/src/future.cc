@@ -86,6 +86,12 @@ const c10::IValue& Future::value() const {
   return state_->value;
 }
 
+const c10::IValue& Future::valueOnStreams() const {
+  waitOnStreams();
+  if (state_->error) std::rethrow_exception(state_->error);
+  return state_->value;
+}
+
 bool Future::hasError() const {
   wait();
   return state_->error != nullptr;
@@ -124,7 +130,22 @@ Future Future::then(std::function<c10::IValue(const Future&)> fn) const {
   auto next = std::make_shared<detail::FutureState>(pool);
   auto run = [fn = std::move(fn), next](const Future& self) {
     try {
-      next->complete(fn(self));
+      // CUDA (the RFC): fn runs on pool streams that wait on this future's
+      // events, and the next future's events are recorded on them after fn.
+      auto events = self.deviceEvents();
+      if (events.empty()) {
+        next->complete(fn(self));
+        return;
+      }
+      std::vector<std::unique_ptr<DeviceEvent::StreamScope>> scopes;
+      for (auto& e : events) scopes.push_back(e->enterPoolStream());
+      c10::IValue value = fn(self);
+      {
+        std::lock_guard<std::mutex> lock(next->mu);
+        for (auto& e : events) next->events.push_back(e->recordOnCurrentStream());
+      }
+      scopes.clear();
+      next->complete(std::move(value));
     } catch (...) {
       next->fail(std::current_exception());
     }

@@ -2,6 +2,9 @@
 
 #include <tensorpipe/tensorpipe.h>
 #include <stdexcept>
+#if RPCJOB_WITH_CUDA
+#include "cuda/cuda_channels.h"
+#endif
 
 namespace rpcjob::runtime {
 namespace {
@@ -14,12 +17,19 @@ std::shared_ptr<tensorpipe::transport::Context> createTransport(const std::strin
 }
 
 std::shared_ptr<tensorpipe::channel::Context> createChannel(const std::string& name,
-                                                            const std::string& host, int mptLanes) {
+                                                            const std::string& host, int mptLanes,
+                                                            std::string& why) {
+#if RPCJOB_WITH_CUDA
+  if (cuda::isCudaChannel(name)) return cuda::createCudaChannel(name, why);
+#else
+  why = "not in this build";
+#endif
   if (name == "basic") return tensorpipe::channel::basic::create();
   if (name == "xth") {
 #if RPCJOB_HAS_XTH_CHANNEL
     return tensorpipe::channel::xth::create();
 #else
+    why = "not in this build";
     return nullptr;  // PyTorch's libtorch does not export it
 #endif
   }
@@ -36,7 +46,9 @@ std::shared_ptr<tensorpipe::channel::Context> createChannel(const std::string& n
     }
     return tensorpipe::channel::mpt::create(std::move(contexts), std::move(listeners));
   }
-  throw std::invalid_argument("unknown channel '" + name + "' (known: cma, mpt, xth, basic)");
+  throw std::invalid_argument("unknown channel '" + name +
+                              "' (known: cma, mpt, xth, basic, cuda_xth, cuda_nvlink, cuda_ipc, "
+                              "cuda_gdr, cuda_basic)");
 }
 
 int64_t priorityAt(size_t index, size_t count) {
@@ -53,7 +65,13 @@ Registry registerTensorpipeContexts(tensorpipe::Context& context,
                                     const ChannelWrapper& wrapChannel) {
   Registry registry;
   const auto& transportNames = transports.empty() ? kDefaultTransports : transports;
+#if RPCJOB_WITH_CUDA
+  std::vector<std::string> defaults = kDefaultChannels;
+  defaults.insert(defaults.end(), cuda::kCudaChannels.begin(), cuda::kCudaChannels.end());
+  const auto& channelNames = channels.empty() ? defaults : channels;
+#else
   const auto& channelNames = channels.empty() ? kDefaultChannels : channels;
+#endif
   for (size_t i = 0; i < transportNames.size(); ++i) {
     const std::string& name = transportNames[i];
     auto created = createTransport(name);
@@ -71,9 +89,10 @@ Registry registerTensorpipeContexts(tensorpipe::Context& context,
   }
   for (size_t i = 0; i < channelNames.size(); ++i) {
     const std::string& name = channelNames[i];
-    auto created = createChannel(name, host, mptLanes);
+    std::string why;
+    auto created = createChannel(name, host, mptLanes, why);
     if (!created) {
-      registry.skipped.push_back(name + ": not in this build");
+      registry.skipped.push_back(name + ": " + why);
       continue;
     }
     if (!created->isViable()) {

@@ -36,6 +36,9 @@ class Future {
 
   // Waits; the value, or throws the error (an RpcError for RPC failures).
   const c10::IValue& value() const;
+  // waitOnStreams(), then the value (or throws): the host never waits on the
+  // GPU; work enqueued afterwards on the current streams sees the tensors.
+  const c10::IValue& valueOnStreams() const;
   bool hasError() const;             // waits
   std::exception_ptr error() const;  // waits; null when it succeeded
   std::string errorMessage() const;  // waits; empty when it succeeded

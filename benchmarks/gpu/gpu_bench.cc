@@ -1,0 +1,74 @@
+// rpcjob's side of the GPU benchmark (benchmarks/gpu/run.sh prints it beside
+// PyTorch's RPC measured in the same run): CUDA identity round trips of 4 MB
+// and 400 MB (cuda:0 -> cuda:1 -> cuda:0), the small CUDA call round trip, and
+// the model-split experiment (10 forward passes, linear on cuda:0 here, linear
+// on cuda:1 in the worker). One JSON object on stdout.
+// Channels: RPCJOB_GPU_CHANNELS (empty: every viable one, cuda_nvlink first).
+#include <c10/cuda/CUDAFunctions.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "gpu_pair.h"
+
+using namespace rpcjob;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+std::vector<double> roundTrips(runtime::Runtime& rt, const at::Tensor& x, int warmup, int n) {
+  std::vector<double> out;
+  for (int i = 0; i < warmup + n; ++i) {
+    auto t0 = Clock::now();
+    at::Tensor y = rt.rpcSync("w1", runtime::kBuiltinEcho, {x}).toTensor();  // waits on events
+    auto t1 = Clock::now();
+    if (i >= warmup) out.push_back(seconds(t1 - t0));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+double pct(const std::vector<double>& v, double p) {
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
+}
+
+}  // namespace
+
+int main() {
+  gpu::runWorkerIfAsked();
+  const char* ch = std::getenv("RPCJOB_GPU_CHANNELS");
+  gpu::Pair pair({{"cuda:0", "cuda:1"}}, "", ch ? ch : "");
+  pair.start();
+  auto& rt = pair.rt();
+  auto opts = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, 0);
+  at::Tensor small = at::ones({1}, opts);
+  at::Tensor mb4 = at::ones({1 << 20}, opts);
+  at::Tensor mb400 = at::ones({100 << 20}, opts);
+  c10::cuda::device_synchronize();  // set-up only, outside every measurement
+  auto s = roundTrips(rt, small, 200, 3000);
+  auto r4 = roundTrips(rt, mb4, 20, 200);
+  auto r400 = roundTrips(rt, mb400, 3, 20);
+  // Model split: forward only (distributed autograd does not exist yet).
+  at::manual_seed(0);
+  at::Tensor w0 = at::randn({1000, 1000}, opts) * 0.03;
+  at::Tensor b0 = at::zeros({1000}, opts);
+  at::Tensor x = at::randn({1000, 1000}, opts);
+  rt.rpcSync("w1", "linear1", {at::linear(x, w0, b0)});  // warm-up: creates the remote shard
+  c10::cuda::getCurrentCUDAStream(0).synchronize();
+  auto t0 = Clock::now();
+  at::Tensor y;
+  for (int i = 0; i < 10; ++i) y = rt.rpcSync("w1", "linear1", {at::linear(x, w0, b0)}).toTensor();
+  c10::cuda::getCurrentCUDAStream(0).synchronize();
+  double split = seconds(Clock::now() - t0);
+  std::printf(
+      "{\"impl\": \"rpcjob\", \"channel\": \"%s\", \"small_p50_us\": %.1f, \"small_p99_us\": %.1f, "
+      "\"rt4mb_ms\": %.3f, \"rt400mb_ms\": %.3f, \"rt400mb_gbs\": %.1f, \"model_split_s\": %.4f}\n",
+      pair.channelFor("cuda:0", "cuda:1").c_str(), pct(s, 0.5) * 1e6, pct(s, 0.99) * 1e6,
+      pct(r4, 0.5) * 1e3, pct(r400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(r400, 0.5), split);
+  std::fflush(stdout);
+  return 0;
+}

@@ -1,0 +1,81 @@
+"""PyTorch's side of the GPU benchmark: torch.distributed.rpc (TensorPipe, device
+map {0: 1}) measured like benchmarks/gpu/gpu_bench.cc. One JSON line on stdout."""
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed.rpc as rpc
+import torch.multiprocessing as mp
+
+
+def identity(x):
+    return x
+
+
+_shard = {}
+
+
+def linear1(x):
+    if "m" not in _shard:
+        torch.manual_seed(1)
+        _shard["m"] = torch.nn.Linear(1000, 1000).to(x.device)
+    with torch.no_grad():
+        return _shard["m"](x)
+
+
+def round_trips(x, warmup, n):
+    out = []
+    for i in range(warmup + n):
+        t0 = time.perf_counter()
+        y = rpc.rpc_sync("worker1", identity, args=(x,))
+        torch.cuda.current_stream(0).synchronize()
+        t1 = time.perf_counter()
+        if i >= warmup:
+            out.append(t1 - t0)
+    out.sort()
+    return out
+
+
+def pct(v, p):
+    return v[min(len(v) - 1, int(p * len(v)))]
+
+
+def run(rank, port):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    opts = rpc.TensorPipeRpcBackendOptions(num_worker_threads=16)
+    if rank == 0:
+        opts.set_device_map("worker1", {0: 1})
+    rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, rpc_backend_options=opts)
+    if rank == 0:
+        small = torch.ones(1, device="cuda:0")
+        mb4 = torch.ones(1 << 20, device="cuda:0")
+        mb400 = torch.ones(100 << 20, device="cuda:0")
+        s = round_trips(small, 200, 3000)
+        r4 = round_trips(mb4, 20, 200)
+        r400 = round_trips(mb400, 3, 20)
+        torch.manual_seed(0)
+        lm = torch.nn.Linear(1000, 1000).to("cuda:0")
+        x = torch.randn(1000, 1000, device="cuda:0")
+        with torch.no_grad():
+            rpc.rpc_sync("worker1", linear1, args=(lm(x),))
+            torch.cuda.current_stream(0).synchronize()
+            t0 = time.perf_counter()
+            for _ in range(10):
+                y = rpc.rpc_sync("worker1", linear1, args=(lm(x),))
+            torch.cuda.current_stream(0).synchronize()
+            split = time.perf_counter() - t0
+        print(json.dumps({"impl": "pytorch", "channel": "pytorch (cuda_ipc)",
+                          "small_p50_us": round(pct(s, 0.5) * 1e6, 1),
+                          "small_p99_us": round(pct(s, 0.99) * 1e6, 1),
+                          "rt4mb_ms": round(pct(r4, 0.5) * 1e3, 3),
+                          "rt400mb_ms": round(pct(r400, 0.5) * 1e3, 3),
+                          "rt400mb_gbs": round(2 * 400e6 / 1e9 / pct(r400, 0.5), 1),
+                          "model_split_s": round(split, 4)}), flush=True)
+    rpc.shutdown()
+
+
+if __name__ == "__main__":
+    mp.spawn(run, args=(int(sys.argv[1]) if len(sys.argv) > 1 else 29517,), nprocs=2, join=True)

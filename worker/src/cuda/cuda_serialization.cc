@@ -1,0 +1,167 @@
+#include "cuda_serialization.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <tensorpipe/tensorpipe.h>
+#include <tensorpipe/tensorpipe_cuda.h>
+
+#include <map>
+
+#include "cuda_future.h"
+#include "device_maps.h"
+#include "rpcjob/runtime/errors.h"
+
+namespace rpcjob::runtime::cuda {
+namespace {
+
+RpcError unmapped(const DeviceTargets* targets, int local) {
+  std::string device = deviceName(local);
+  if (targets == nullptr) {
+    return RpcError(ErrorCode::kInvalidArgument, "",
+                    "a tensor on " + device + " cannot be sent here (no device map applies)");
+  }
+  if (targets->direction == "response") {
+    return RpcError(ErrorCode::kInvalidArgument, targets->peer,
+                    "the response to worker '" + targets->peer + "' has a tensor on " + device +
+                        ", which the caller's device map to this worker does not name (device "
+                        "maps are per caller; responses use the inverse map)");
+  }
+  return RpcError(ErrorCode::kInvalidArgument, targets->peer,
+                  "a tensor on " + device + " has no device mapping to worker '" + targets->peer +
+                      "' (add \"" + device + "\" to deviceMaps[\"" + targets->peer + "\"])");
+}
+
+}  // namespace
+
+at::Tensor prepareSend(OutgoingMessage& out, at::Tensor t, const DeviceTargets* targets,
+                       wire::TensorMeta& meta) {
+  int local = t.is_cuda() ? t.device().index() : -1;
+  int target = -1;
+  if (targets != nullptr) {
+    auto it = targets->map.find(local);
+    if (it != targets->map.end()) {
+      if (!targets->error.empty()) {
+        throw RpcError(ErrorCode::kInvalidArgument, targets->peer, targets->error);
+      }
+      target = it->second;
+    } else if (local >= 0) {
+      throw unmapped(targets, local);
+    }
+  } else if (local >= 0) {
+    throw unmapped(targets, local);
+  }
+  if (local >= 0 && target < 0) {
+    t = t.cpu();  // mapped to the peer's host memory: staged here
+    local = -1;
+  }
+  meta.deviceType = target >= 0 ? 1 : 0;
+  meta.deviceIndex = static_cast<int8_t>(target);
+  size_t index = out.tensors.size();
+  out.targets.resize(index + 1, -1);
+  out.streams.resize(index + 1, nullptr);
+  out.targets[index] = target;
+  if (local >= 0) {
+    void* stream = nullptr;
+    for (size_t i = 0; i < index; ++i) {  // one send stream per device and message
+      if (out.streams[i] != nullptr && out.tensors[i].device().index() == local) {
+        stream = out.streams[i];
+      }
+    }
+    c10::cuda::CUDAStream s =
+        stream != nullptr ? c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(stream),
+                                                             static_cast<c10::DeviceIndex>(local))
+                          : sendStream(static_cast<c10::DeviceIndex>(local));
+    recordOnStream(t.storage(), s);
+    out.streams[index] = s.stream();
+  }
+  return t;
+}
+
+bool fillTensor(const OutgoingMessage& out, size_t index, void* tensorpipeTensor) {
+  auto& t = *static_cast<tensorpipe::Message::Tensor*>(tensorpipeTensor);
+  if (index >= out.streams.size() || out.streams[index] == nullptr) {
+    if (index < out.targets.size() && out.targets[index] >= 0) {
+      t.targetDevice = tensorpipe::Device{tensorpipe::kCpuDeviceType, 0};  // moved there
+    }
+    return false;
+  }
+  t.buffer = tensorpipe::CudaBuffer{out.tensors[index].data_ptr(),
+                                    static_cast<cudaStream_t>(out.streams[index])};
+  t.targetDevice = tensorpipe::Device{tensorpipe::kCudaDeviceType, out.targets[index]};
+  return true;
+}
+
+std::string allocate(const void* descriptorTensor, const wire::TensorMeta& meta,
+                     c10::ScalarType dtype, IncomingMessage& in,
+                     tensorpipe::Allocation& allocation) {
+  const auto& d = *static_cast<const tensorpipe::Descriptor::Tensor*>(descriptorTensor);
+  int count = deviceCount();
+  if (meta.deviceIndex < 0 || meta.deviceIndex >= count) {
+    return "a tensor bound for cuda:" + std::to_string(meta.deviceIndex) +
+           ", but this worker has " + std::to_string(count) + " CUDA device(s)";
+  }
+  auto device = static_cast<c10::DeviceIndex>(meta.deviceIndex);
+  size_t index = in.tensors.size();
+  in.streams.resize(index + 1, nullptr);
+  in.moveTo.resize(index + 1, -1);
+  if (d.sourceDevice.type == tensorpipe::kCpuDeviceType) {
+    at::Tensor t = at::empty(meta.sizes, at::TensorOptions().dtype(dtype));
+    allocation.tensors.push_back({tensorpipe::CpuBuffer{t.data_ptr()}});
+    in.moveTo[index] = device;
+    in.tensors.push_back(std::move(t));
+    return {};
+  }
+  void* stream = nullptr;
+  for (size_t i = 0; i < index; ++i) {  // one receive stream per device and message
+    if (in.streams[i] != nullptr && in.tensors[i].device().index() == device) {
+      stream = in.streams[i];
+    }
+  }
+  c10::cuda::CUDAStream s = stream != nullptr ? c10::cuda::getStreamFromExternal(
+                                                    static_cast<cudaStream_t>(stream), device)
+                                              : c10::cuda::getStreamFromPool(false, device);
+  at::Tensor t;
+  {
+    c10::cuda::CUDAStreamGuard guard(s);  // the block belongs to the receive stream
+    t = at::empty(meta.sizes, at::TensorOptions().dtype(dtype).device(c10::kCUDA, device));
+  }
+  allocation.tensors.push_back({tensorpipe::CudaBuffer{t.data_ptr(), s.stream()}});
+  in.streams[index] = s.stream();
+  in.tensors.push_back(std::move(t));
+  return {};
+}
+
+void finishRead(IncomingMessage& in) {
+  if (in.streams.empty()) return;
+  std::map<int, std::pair<c10::cuda::CUDAStream, std::vector<c10::Storage>>> perDevice;
+  auto streamOf = [&](int device,
+                      void* raw) -> std::pair<c10::cuda::CUDAStream, std::vector<c10::Storage>>& {
+    auto it = perDevice.find(device);
+    if (it == perDevice.end()) {
+      auto s = raw != nullptr
+                   ? c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(raw),
+                                                      static_cast<c10::DeviceIndex>(device))
+                   : c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device));
+      it = perDevice.emplace(device, std::make_pair(s, std::vector<c10::Storage>())).first;
+    }
+    return it->second;
+  };
+  for (size_t i = 0; i < in.streams.size() && i < in.tensors.size(); ++i) {
+    if (in.streams[i] != nullptr) {
+      streamOf(in.tensors[i].device().index(), in.streams[i])
+          .second.push_back(in.tensors[i].storage());
+    }
+  }
+  for (size_t i = 0; i < in.moveTo.size() && i < in.tensors.size(); ++i) {
+    if (in.moveTo[i] < 0) continue;
+    auto& entry = streamOf(in.moveTo[i], nullptr);
+    c10::cuda::CUDAStreamGuard guard(entry.first);
+    in.tensors[i] = in.tensors[i].to(c10::Device(c10::kCUDA, in.moveTo[i]), /*non_blocking=*/true);
+    entry.second.push_back(in.tensors[i].storage());
+  }
+  for (auto& [device, entry] : perDevice) {
+    in.events.push_back(recordEvent(entry.first, std::move(entry.second)));
+  }
+}
+
+}  // namespace rpcjob::runtime::cuda

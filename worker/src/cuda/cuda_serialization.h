@@ -1,0 +1,40 @@
+#pragma once
+// The CUDA parts of serialization.cc (CUDA build only): which device a tensor
+// lands on at the peer (device maps), the streams sends and receives run on, and
+// the events recorded once a read was enqueued.
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+#include "header_codec.h"
+#include "serialization.h"
+
+namespace tensorpipe {
+class Descriptor;
+class Allocation;
+}  // namespace tensorpipe
+
+namespace rpcjob::runtime::cuda {
+
+// makeMessage, per tensor in table order: checks the device map (throws RpcError
+// kInvalidArgument naming the device and the peer), sets meta's device to the
+// tensor's device at the peer, picks the send stream, records the tensor's
+// memory on it. Returns the tensor to send (a CUDA tensor mapped to "cpu" is
+// copied to the host here).
+at::Tensor prepareSend(OutgoingMessage& out, at::Tensor t, const DeviceTargets* targets,
+                       wire::TensorMeta& meta);
+// toTensorpipe: fills a CUDA tensor's buffer (CudaBuffer with its send stream)
+// and target device; false for a tensor sent from host memory.
+bool fillTensor(const OutgoingMessage& out, size_t index, void* tensorpipeTensor);
+// prepareRead, a tensor bound for a CUDA device here: allocates it on a receive
+// stream (or on the host when it comes from the peer's host memory, to be moved
+// after the read). Returns an error string or "".
+std::string allocate(const void* descriptorTensor, const wire::TensorMeta& meta,
+                     c10::ScalarType dtype, IncomingMessage& in,
+                     tensorpipe::Allocation& allocation);
+// decodeValue, before decoding: moves host-received tensors to their devices
+// and records one event per device on the receive streams into in.events.
+void finishRead(IncomingMessage& in);
+
+}  // namespace rpcjob::runtime::cuda

@@ -1,0 +1,70 @@
+#pragma once
+// Device maps per peer (CUDA build), validated like PyTorch's: every peer named
+// is a known worker other than us, devices are "cpu" or "cuda:N", every local
+// device exists here, the map is one-to-one, and (once the peer's handshake
+// arrived with its device count) every remote device exists there. Requests use
+// our map to the callee; responses use the inverse of the caller's map to us,
+// which the caller sends in its handshake.
+//
+// Thread safety: all methods may be called from any thread.
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "header_codec.h"
+#include "rpcjob/assignment/assignment.h"
+
+namespace rpcjob::runtime {
+
+// Where a message's tensors go on the receiving worker: local device -> the
+// peer's device, each -1 for "cpu" or N for "cuda:N".
+struct DeviceTargets {
+  std::string peer;
+  std::string direction;  // "request" or "response", for messages
+  std::map<int, int> map;
+  std::string error;  // non-empty: the map is invalid; CUDA sends fail with it
+};
+
+namespace cuda {
+
+// CUDA devices this process sees (cuda_future.cc).
+int deviceCount();
+
+// "cpu" -> -1, "cuda:N" -> N; throws std::invalid_argument otherwise.
+int parseDevice(const std::string& device);
+std::string deviceName(int device);  // -1 -> "cpu", N -> "cuda:N"
+
+class DeviceMapTable {
+ public:
+  // Validates our maps (throws RpcError kInvalidArgument naming peer and device).
+  void init(const std::string& self, const std::vector<std::string>& workers,
+            const std::map<std::string, DeviceMap>& maps, int localCudaDevices);
+
+  // Our handshake entry: device count and our map to every peer.
+  void appendHandshake(wire::ChannelDescriptors& out) const;
+
+  // The callee's HelloReply: checks our map to it against its device count.
+  // Returns the error ("" when fine); a bad map also fails every CUDA send to it.
+  std::string onCalleeDescriptors(const std::string& peer, const wire::ChannelDescriptors& remote);
+  // A caller's Hello: its map to us, inverted, is what responses to it use.
+  void onCallerDescriptors(const std::string& caller, const wire::ChannelDescriptors& remote);
+
+  std::shared_ptr<const DeviceTargets> forRequest(const std::string& peer) const;
+  std::shared_ptr<const DeviceTargets> forResponse(const std::string& caller) const;
+
+  static constexpr const char* kHandshakeEntry = "rpcjob:cuda";
+
+ private:
+  std::string self_;
+  int localCount_ = 0;
+  std::map<std::string, DeviceMap> raw_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const DeviceTargets>> requests_;
+  std::map<std::string, std::shared_ptr<const DeviceTargets>> responses_;
+};
+
+}  // namespace cuda
+}  // namespace rpcjob::runtime

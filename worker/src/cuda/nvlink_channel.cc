@@ -1,0 +1,655 @@
+#include "nvlink_channel.h"
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+#if __has_include(<tensorpipe/channel/channel.h>) && \
+    __has_include(<tensorpipe/transport/connection.h>) && !defined(RPCJOB_FORCE_TP_INTERFACES)
+#include <tensorpipe/channel/channel.h>
+#include <tensorpipe/transport/connection.h>
+#else
+#include "tp_iface/tensorpipe_interfaces.h"
+#endif
+#include <tensorpipe/tensorpipe_cuda.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <vector>
+
+#include "nvlink_copy.h"
+
+namespace rpcjob::runtime::cuda {
+namespace {
+
+using tensorpipe::Buffer;
+using tensorpipe::CudaBuffer;
+using tensorpipe::Device;
+using tensorpipe::Error;
+
+class NvlinkError final : public tensorpipe::BaseError {
+ public:
+  explicit NvlinkError(std::string what) : what_(std::move(what)) {}
+  std::string what() const override { return "cuda_nvlink: " + what_; }
+
+ private:
+  std::string what_;
+};
+
+Error makeError(const std::string& what) {
+  return Error(std::make_shared<NvlinkError>(what), __FILE__, __LINE__);
+}
+
+std::string cudaWhat(const char* call, cudaError_t e) {
+  return std::string(call) + ": " + cudaGetErrorString(e);
+}
+
+size_t envSize(const char* name, size_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  return static_cast<size_t>(std::strtoull(v, nullptr, 10));
+}
+
+std::string bootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+// Sets the current device for a scope.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    cudaGetDevice(&previous_);
+    if (previous_ != device) cudaSetDevice(device);
+  }
+  ~DeviceScope() { cudaSetDevice(previous_); }
+
+ private:
+  int previous_ = 0;
+};
+
+enum class Kind : uint32_t { kSend = 1, kAck = 2 };
+
+// One control message; fixed size, both ways.
+struct WireMessage {
+  Kind kind;
+  uint32_t pad = 0;
+  uint64_t seq = 0;
+  int32_t pid = 0;
+  int32_t device = 0;
+  uint64_t base = 0;      // sender's allocation base
+  uint64_t bufferId = 0;  // CUDA's id of that allocation (never reused in a process)
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  cudaIpcMemHandle_t memory;
+  cudaIpcEventHandle_t event;  // kSend: sender's "ready"; kAck: receiver's "done"
+};
+
+struct Descriptor {
+  std::string boot;
+  int pid = 0;
+  std::string bus;
+  std::vector<std::string> peers;
+};
+
+std::string encodeDescriptor(const Descriptor& d) {
+  std::string out = d.boot + "|" + std::to_string(d.pid) + "|" + d.bus + "|";
+  for (size_t i = 0; i < d.peers.size(); ++i) out += (i ? "," : "") + d.peers[i];
+  return out;
+}
+
+bool decodeDescriptor(const std::string& text, Descriptor& d) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, '|')) parts.push_back(part);
+  if (parts.size() < 3) return false;
+  d.boot = parts[0];
+  d.pid = std::atoi(parts[1].c_str());
+  d.bus = parts[2];
+  d.peers.clear();
+  if (parts.size() > 3) {
+    std::stringstream peers(parts[3]);
+    while (std::getline(peers, part, ',')) d.peers.push_back(part);
+  }
+  return true;
+}
+
+class NvlinkContext;
+
+// Interprocess events of one device, handed out by index.
+struct EventPool {
+  int device = 0;
+  std::vector<cudaEvent_t> events;
+  std::vector<cudaIpcEventHandle_t> handles;
+  std::vector<size_t> freeList;
+  size_t roundRobin = 0;
+
+  size_t take() {
+    if (!freeList.empty()) {
+      size_t i = freeList.back();
+      freeList.pop_back();
+      return i;
+    }
+    return grow();
+  }
+  size_t grow() {
+    DeviceScope scope(device);
+    cudaEvent_t e;
+    cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventInterprocess);
+    cudaIpcEventHandle_t h;
+    cudaIpcGetEventHandle(&h, e);
+    events.push_back(e);
+    handles.push_back(h);
+    return events.size() - 1;
+  }
+  // For "done" events: a ring; reusing one early only makes a sender wait longer.
+  size_t next(size_t ring) {
+    if (events.size() < ring) return grow();
+    return roundRobin++ % ring;
+  }
+  ~EventPool() {
+    for (auto e : events) cudaEventDestroy(e);
+  }
+};
+
+class NvlinkContext final : public tensorpipe::channel::Context,
+                            public std::enable_shared_from_this<NvlinkContext> {
+ public:
+  NvlinkContext() {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+      cudaGetLastError();
+      return;
+    }
+    boot_ = bootId();
+    if (boot_.empty()) return;
+    streamsPerCopy_ = std::max<size_t>(1, envSize("RPCJOB_NVLINK_STREAMS", 1));
+    splitBytes_ = envSize("RPCJOB_NVLINK_SPLIT_BYTES", size_t{32} << 20);
+    const char* copy = std::getenv("RPCJOB_NVLINK_COPY");
+    kernelCopy_ = copy != nullptr && std::string(copy) == "kernel";
+    std::vector<std::string> buses(count);
+    for (int i = 0; i < count; ++i) {
+      char bus[32] = {0};
+      cudaDeviceGetPCIBusId(bus, sizeof(bus), i);
+      buses[i] = bus;
+      int sms = 0;
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, i);
+      smCount_.push_back(sms);
+    }
+    for (int i = 0; i < count; ++i) {
+      Descriptor d;
+      d.boot = boot_;
+      d.pid = static_cast<int>(getpid());
+      d.bus = buses[i];
+      for (int j = 0; j < count; ++j) {
+        int can = 0;
+        if (j != i && cudaDeviceCanAccessPeer(&can, i, j) == cudaSuccess && can) {
+          d.peers.push_back(buses[j]);
+        }
+      }
+      descriptors_[Device{tensorpipe::kCudaDeviceType, i}] = encodeDescriptor(d);
+    }
+    copyStreams_.resize(count);
+    readyEvents_.resize(count);
+    doneEvents_.resize(count);
+    for (int i = 0; i < count; ++i) {
+      readyEvents_[i].device = i;
+      doneEvents_[i].device = i;
+    }
+    viable_ = true;
+  }
+
+  ~NvlinkContext() override {
+    for (auto& [key, opened] : opened_) {
+      DeviceScope scope(opened.device);
+      cudaIpcCloseMemHandle(opened.ptr);
+    }
+    for (auto& [key, e] : remoteEvents_) cudaEventDestroy(e);
+  }
+
+  bool isViable() const override { return viable_; }
+  size_t numConnectionsNeeded() const override { return 1; }
+  const std::unordered_map<Device, std::string>& deviceDescriptors() const override {
+    return descriptors_;
+  }
+  bool canCommunicateWithRemote(const std::string& local,
+                                const std::string& remote) const override {
+    Descriptor a;
+    Descriptor b;
+    if (!decodeDescriptor(local, a) || !decodeDescriptor(remote, b)) return false;
+    if (a.boot != b.boot || a.pid == b.pid) return false;
+    if (a.bus == b.bus) return true;
+    auto has = [](const std::vector<std::string>& v, const std::string& s) {
+      return std::find(v.begin(), v.end(), s) != v.end();
+    };
+    return has(a.peers, b.bus) && has(b.peers, a.bus);
+  }
+
+  std::shared_ptr<tensorpipe::channel::Channel> createChannel(
+      std::vector<std::shared_ptr<tensorpipe::transport::Connection>> connections,
+      tensorpipe::channel::Endpoint) override;
+
+  void setId(std::string) override {}
+  void close() override;
+  void join() override { close(); }
+
+  // ---- used by channels (thread safe)
+
+  // The receiver's mapping of a sender's allocation (opened once, cached).
+  void* openMemory(const WireMessage& m, int device, std::string& error) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto key = std::make_pair(m.pid, m.base);
+    auto it = opened_.find(key);
+    if (it != opened_.end() && it->second.bufferId == m.bufferId && it->second.device == device) {
+      return it->second.ptr;
+    }
+    DeviceScope scope(device);
+    if (it != opened_.end()) {  // the sender freed it and reused the address
+      cudaIpcCloseMemHandle(it->second.ptr);
+      opened_.erase(it);
+    }
+    void* ptr = nullptr;
+    cudaError_t e = cudaIpcOpenMemHandle(&ptr, m.memory, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      error = cudaWhat("cudaIpcOpenMemHandle", e);
+      return nullptr;
+    }
+    opened_[key] = Opened{ptr, m.bufferId, device};
+    return ptr;
+  }
+
+  cudaEvent_t openEvent(const cudaIpcEventHandle_t& handle, int device, std::string& error) {
+    std::string key(reinterpret_cast<const char*>(&handle), sizeof(handle));
+    key += std::to_string(device);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = remoteEvents_.find(key);
+    if (it != remoteEvents_.end()) return it->second;
+    DeviceScope scope(device);
+    cudaEvent_t e = nullptr;
+    cudaError_t r = cudaIpcOpenEventHandle(&e, handle);
+    if (r != cudaSuccess) {
+      cudaGetLastError();
+      error = cudaWhat("cudaIpcOpenEventHandle", r);
+      return nullptr;
+    }
+    remoteEvents_[key] = e;
+    return e;
+  }
+
+  // The sender's IPC handle of an allocation, cached per (base, buffer id).
+  bool exportMemory(const void* ptr, int device, WireMessage& m, std::string& error) {
+    CUdeviceptr base = 0;
+    unsigned long long bufferId = 0;
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_BUFFER_ID};
+    void* values[] = {&base, &bufferId};
+    CUresult r = cuPointerGetAttributes(2, attrs, values, reinterpret_cast<CUdeviceptr>(ptr));
+    if (r != CUDA_SUCCESS || base == 0) {
+      error = "cuPointerGetAttributes failed (" + std::to_string(static_cast<int>(r)) + ")";
+      return false;
+    }
+    m.base = static_cast<uint64_t>(base);
+    m.bufferId = bufferId;
+    m.offset = reinterpret_cast<uint64_t>(ptr) - m.base;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto key = std::make_pair(m.base, m.bufferId);
+    auto it = exported_.find(key);
+    if (it == exported_.end()) {
+      DeviceScope scope(device);
+      cudaIpcMemHandle_t h;
+      cudaError_t e = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base));
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        error = cudaWhat("cudaIpcGetMemHandle", e);
+        return false;
+      }
+      // Entries of freed allocations are dropped when the address comes back
+      // with a new buffer id.
+      for (auto old = exported_.begin(); old != exported_.end();) {
+        old = old->first.first == m.base ? exported_.erase(old) : std::next(old);
+      }
+      it = exported_.emplace(key, h).first;
+    }
+    m.memory = it->second;
+    return true;
+  }
+
+  size_t takeReady(int device, cudaEvent_t& event, cudaIpcEventHandle_t& handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t i = readyEvents_[device].take();
+    event = readyEvents_[device].events[i];
+    handle = readyEvents_[device].handles[i];
+    return i;
+  }
+  void releaseReady(int device, size_t i) {
+    std::lock_guard<std::mutex> lock(mu_);
+    readyEvents_[device].freeList.push_back(i);
+  }
+  void takeDone(int device, cudaEvent_t& event, cudaIpcEventHandle_t& handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t i = doneEvents_[device].next(256);
+    event = doneEvents_[device].events[i];
+    handle = doneEvents_[device].handles[i];
+  }
+
+  // Streams the pieces of a large copy run on, with one event each.
+  struct CopyStream {
+    cudaStream_t stream;
+    cudaEvent_t finished;
+  };
+  const std::vector<CopyStream>& copyStreams(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& streams = copyStreams_[device];
+    if (streams.empty()) {
+      DeviceScope scope(device);
+      for (size_t i = 0; i < streamsPerCopy_; ++i) {
+        CopyStream s;
+        cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
+        cudaEventCreateWithFlags(&s.finished, cudaEventDisableTiming);
+        streams.push_back(s);
+      }
+    }
+    return streams;
+  }
+
+  size_t splitBytes() const { return splitBytes_; }
+  bool kernelCopy() const { return kernelCopy_; }
+  int smCount(int device) const { return smCount_[device]; }
+  // Copy streams are shared by the channels of a device: one large copy at a
+  // time keeps the split meaningful and the stream events unambiguous.
+  std::mutex& copyMutex() { return copyMu_; }
+
+ private:
+  struct Opened {
+    void* ptr;
+    uint64_t bufferId;
+    int device;
+  };
+  bool viable_ = false;
+  std::string boot_;
+  size_t streamsPerCopy_ = 1;
+  size_t splitBytes_ = size_t{32} << 20;
+  bool kernelCopy_ = false;
+  std::vector<int> smCount_;
+  std::unordered_map<Device, std::string> descriptors_;
+  std::mutex mu_;
+  std::mutex copyMu_;
+  std::map<std::pair<int, uint64_t>, Opened> opened_;
+  std::map<std::pair<uint64_t, uint64_t>, cudaIpcMemHandle_t> exported_;
+  std::map<std::string, cudaEvent_t> remoteEvents_;
+  std::vector<std::vector<CopyStream>> copyStreams_;
+  std::vector<EventPool> readyEvents_;
+  std::vector<EventPool> doneEvents_;
+  std::vector<std::weak_ptr<tensorpipe::channel::Channel>> channels_;
+  bool closed_ = false;
+};
+
+class NvlinkChannel final : public tensorpipe::channel::Channel,
+                            public std::enable_shared_from_this<NvlinkChannel> {
+ public:
+  NvlinkChannel(std::shared_ptr<NvlinkContext> context,
+                std::shared_ptr<tensorpipe::transport::Connection> connection)
+      : context_(std::move(context)), connection_(std::move(connection)) {}
+
+  void start() { readNext(); }
+
+  void send(Buffer buffer, size_t length, tensorpipe::channel::TSendCallback callback) override {
+    if (length == 0) {
+      callback(Error::kSuccess);
+      return;
+    }
+    const CudaBuffer& b = buffer.unwrap<CudaBuffer>();
+    int device = buffer.device().index;
+    auto m = std::make_shared<WireMessage>();
+    m->kind = Kind::kSend;
+    m->pid = static_cast<int32_t>(getpid());
+    m->device = device;
+    m->length = length;
+    std::string error;
+    if (!context_->exportMemory(b.ptr, device, *m, error)) {
+      callback(makeError(error));
+      return;
+    }
+    cudaEvent_t ready;
+    size_t slot = context_->takeReady(device, ready, m->event);
+    {
+      DeviceScope scope(device);
+      cudaEventRecord(ready, b.stream);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_.empty()) {
+        context_->releaseReady(device, slot);
+        callback(makeError(error_));
+        return;
+      }
+      m->seq = nextSeq_++;
+      sends_[m->seq] = PendingSend{std::move(callback), b.stream, device, slot};
+    }
+    auto self = shared_from_this();
+    connection_->write(m.get(), sizeof(WireMessage), [self, m](const Error& e) {
+      if (e) self->fail(e.what());
+    });
+  }
+
+  void recv(Buffer buffer, size_t length, tensorpipe::channel::TRecvCallback callback) override {
+    if (length == 0) {
+      callback(Error::kSuccess);
+      return;
+    }
+    const CudaBuffer& b = buffer.unwrap<CudaBuffer>();
+    PendingRecv r{b.ptr, b.stream, buffer.device().index, length, std::move(callback)};
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!error_.empty()) {
+      std::string e = error_;
+      lock.unlock();
+      r.callback(makeError(e));
+      return;
+    }
+    recvs_.push_back(std::move(r));
+    matchLocked(lock);
+  }
+
+  void setId(std::string) override {}
+
+  void close() override { fail("channel closed"); }
+
+ private:
+  struct PendingSend {
+    tensorpipe::channel::TSendCallback callback;
+    cudaStream_t stream;
+    int device;
+    size_t slot;
+  };
+  struct PendingRecv {
+    void* ptr;
+    cudaStream_t stream;
+    int device;
+    size_t length;
+    tensorpipe::channel::TRecvCallback callback;
+  };
+
+  void readNext() {
+    auto self = shared_from_this();
+    connection_->read([self](const Error& e, const void* ptr, size_t length) {
+      if (e) {
+        self->fail(e.what());
+        return;
+      }
+      if (length != sizeof(WireMessage)) {
+        self->fail("malformed control message");
+        return;
+      }
+      WireMessage m;
+      std::memcpy(&m, ptr, sizeof(m));
+      if (m.kind == Kind::kAck) {
+        self->onAck(m);
+      } else {
+        std::unique_lock<std::mutex> lock(self->mu_);
+        self->arrived_.push_back(m);
+        self->matchLocked(lock);
+      }
+      self->readNext();
+    });
+  }
+
+  void onAck(const WireMessage& m) {
+    PendingSend s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = sends_.find(m.seq);
+      if (it == sends_.end()) return;
+      s = std::move(it->second);
+      sends_.erase(it);
+    }
+    std::string error;
+    cudaEvent_t done = context_->openEvent(m.event, s.device, error);
+    if (done != nullptr) {
+      DeviceScope scope(s.device);
+      cudaStreamWaitEvent(s.stream, done, 0);  // the memory is free once the copy is
+    }
+    context_->releaseReady(s.device, s.slot);
+    s.callback(done != nullptr ? Error::kSuccess : makeError(error));
+  }
+
+  // Pairs receives with arrived sends, in order; runs the copies outside the lock.
+  void matchLocked(std::unique_lock<std::mutex>& lock) {
+    while (!recvs_.empty() && !arrived_.empty()) {
+      PendingRecv r = std::move(recvs_.front());
+      recvs_.pop_front();
+      WireMessage m = arrived_.front();
+      arrived_.pop_front();
+      lock.unlock();
+      copy(std::move(r), m);
+      lock.lock();
+    }
+  }
+
+  void copy(PendingRecv r, const WireMessage& m) {
+    std::string error;
+    if (m.length != r.length) {
+      error = "length mismatch: " + std::to_string(m.length) + " sent, " +
+              std::to_string(r.length) + " expected";
+    }
+    void* base = error.empty() ? context_->openMemory(m, r.device, error) : nullptr;
+    cudaEvent_t ready = base != nullptr ? context_->openEvent(m.event, r.device, error) : nullptr;
+    if (ready == nullptr) {
+      r.callback(makeError(error));
+      fail(error);
+      return;
+    }
+    const char* src = static_cast<const char*>(base) + m.offset;
+    auto ack = std::make_shared<WireMessage>();
+    ack->kind = Kind::kAck;
+    ack->seq = m.seq;
+    {
+      DeviceScope scope(r.device);
+      if (r.length < context_->splitBytes()) {
+        cudaStreamWaitEvent(r.stream, ready, 0);
+        copyOn(r.ptr, src, r.length, r.device, r.stream);
+      } else {
+        std::lock_guard<std::mutex> copyLock(context_->copyMutex());
+        const auto& streams = context_->copyStreams(r.device);
+        size_t n = streams.size();
+        size_t piece = ((r.length + n - 1) / n + 255) / 256 * 256;
+        for (size_t i = 0; i < n; ++i) {
+          size_t offset = i * piece;
+          if (offset >= r.length) break;
+          size_t len = std::min(piece, r.length - offset);
+          cudaStreamWaitEvent(streams[i].stream, ready, 0);
+          copyOn(static_cast<char*>(r.ptr) + offset, src + offset, len, r.device,
+                 streams[i].stream);
+          cudaEventRecord(streams[i].finished, streams[i].stream);
+          cudaStreamWaitEvent(r.stream, streams[i].finished, 0);
+        }
+      }
+      cudaEvent_t done;
+      context_->takeDone(r.device, done, ack->event);
+      cudaEventRecord(done, r.stream);
+      cudaError_t e = cudaGetLastError();
+      if (e != cudaSuccess) error = cudaWhat("copy", e);
+    }
+    auto self = shared_from_this();
+    connection_->write(ack.get(), sizeof(WireMessage), [self, ack](const Error& e) {
+      if (e) self->fail(e.what());
+    });
+    r.callback(error.empty() ? Error::kSuccess : makeError(error));
+  }
+
+  void copyOn(void* dst, const void* src, size_t length, int device, cudaStream_t stream) {
+    if (context_->kernelCopy() &&
+        launchPullCopy(dst, src, length, context_->smCount(device), stream)) {
+      return;
+    }
+    cudaMemcpyAsync(dst, src, length, cudaMemcpyDeviceToDevice, stream);
+  }
+
+  void fail(const std::string& why) {
+    std::map<uint64_t, PendingSend> sends;
+    std::deque<PendingRecv> recvs;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (error_.empty()) error_ = why;
+      sends.swap(sends_);
+      recvs.swap(recvs_);
+    }
+    connection_->close();
+    for (auto& [seq, s] : sends) {
+      context_->releaseReady(s.device, s.slot);
+      s.callback(makeError(why));
+    }
+    for (auto& r : recvs) r.callback(makeError(why));
+  }
+
+  std::shared_ptr<NvlinkContext> context_;
+  std::shared_ptr<tensorpipe::transport::Connection> connection_;
+  std::mutex mu_;
+  std::string error_;
+  uint64_t nextSeq_ = 1;
+  std::map<uint64_t, PendingSend> sends_;
+  std::deque<PendingRecv> recvs_;
+  std::deque<WireMessage> arrived_;
+};
+
+std::shared_ptr<tensorpipe::channel::Channel> NvlinkContext::createChannel(
+    std::vector<std::shared_ptr<tensorpipe::transport::Connection>> connections,
+    tensorpipe::channel::Endpoint) {
+  auto channel = std::make_shared<NvlinkChannel>(shared_from_this(), std::move(connections.at(0)));
+  channel->start();
+  std::lock_guard<std::mutex> lock(mu_);
+  channels_.push_back(channel);
+  return channel;
+}
+
+void NvlinkContext::close() {
+  std::vector<std::shared_ptr<tensorpipe::channel::Channel>> open;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    for (auto& weak : channels_) {
+      if (auto c = weak.lock()) open.push_back(std::move(c));
+    }
+    channels_.clear();
+  }
+  for (auto& c : open) c->close();
+}
+
+}  // namespace
+
+std::shared_ptr<tensorpipe::channel::Context> createNvlinkChannel() {
+  return std::make_shared<NvlinkContext>();
+}
+
+}  // namespace rpcjob::runtime::cuda
