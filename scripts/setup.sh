@@ -18,7 +18,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 build_pkgs="g++ cmake ninja-build pkg-config git ca-certificates
   libtensorpipe-dev libtorch-dev libcpprest-dev libyaml-cpp-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev"
+  libgtest-dev libgmock-dev
+  libopenblas0-pthread"
 test_pkgs="clang libclang-rt-14-dev clang-format prometheus unzip procps psmisc
   golang-go etcd-server dpkg-dev rsync openssl curl iproute2
   golang-github-modern-go-reflect2-dev golang-github-json-iterator-go-dev
