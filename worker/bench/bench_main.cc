@@ -2,7 +2,12 @@
 // serves) over loopback; prints our CPU figures beside PyTorch 2.11's own RPC
 // on the GPU machine (../shared/GPU.md) and the ratio.
 //
-//   rpcjob-bench [--json] [--no-large] [--worker PATH]
+//   rpcjob-bench [--json] [--no-large] [--worker PATH] [--metrics]
+//
+// --metrics: the metrics overhead instead. Small-call latency and async call
+// rate with the workers' metrics off and on (RPCJOB_METRICS_FILE set: the
+// TensorPipe decorators and the RPC observer record, no endpoint is scraped),
+// alternating, best of 3 each; prints both and the ratio (target: < 3 %).
 //
 // Exit codes: 0 success, 1 the workers failed, 2 usage.
 
@@ -12,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -98,6 +104,7 @@ int exitCode(pid_t pid) {
 
 int main(int argc, char** argv) {
   bool json = false;
+  bool metricsOverhead = false;
   std::string worker = RPCJOB_WORKER_BINARY;
   std::vector<std::string> benchArgs = {"bench", "--json"};
   for (int i = 1; i < argc; ++i) {
@@ -106,34 +113,82 @@ int main(int argc, char** argv) {
       json = true;
     } else if (arg == "--no-large") {
       benchArgs.push_back("--no-large");
+    } else if (arg == "--metrics") {
+      metricsOverhead = true;
     } else if (arg == "--worker" && i + 1 < argc) {
       worker = argv[++i];
     } else if (arg == "--version") {
       std::cout << "rpcjob-bench " << RPCJOB_VERSION_STRING << "\n";
       return 0;
     } else {
-      std::cerr << "usage: rpcjob-bench [--json] [--no-large] [--worker PATH]\n";
+      std::cerr << "usage: rpcjob-bench [--json] [--no-large] [--worker PATH] [--metrics]\n";
       return 2;
     }
   }
-  std::string peers = "bench0@127.0.0.1:" + std::to_string(freePort()) +
-                      ",bench1@127.0.0.1:" + std::to_string(freePort());
-  int out[2];
-  if (pipe(out) != 0) return 1;
-  pid_t server = spawn(worker, peers, "bench1", {"serve", "--deadline-s", "900"}, -1);
-  pid_t client = spawn(worker, peers, "bench0", benchArgs, out[1]);
-  close(out[1]);
-  std::string result;
-  char buffer[4096];
-  for (ssize_t n; (n = read(out[0], buffer, sizeof(buffer))) > 0;) result.append(buffer, n);
-  close(out[0]);
-  int clientCode = exitCode(client);
-  int serverCode = exitCode(server);
-  if (clientCode != 0 || serverCode != 0 || result.find('{') == std::string::npos) {
-    std::cerr << "rpcjob-bench: workers failed (bench " << clientCode << ", serve " << serverCode
-              << ")\n";
-    return 1;
+  auto runPair = [&](std::string& result) {
+    std::string peers = "bench0@127.0.0.1:" + std::to_string(freePort()) +
+                        ",bench1@127.0.0.1:" + std::to_string(freePort());
+    int out[2];
+    if (pipe(out) != 0) return false;
+    pid_t server = spawn(worker, peers, "bench1", {"serve", "--deadline-s", "900"}, -1);
+    pid_t client = spawn(worker, peers, "bench0", benchArgs, out[1]);
+    close(out[1]);
+    char buffer[4096];
+    for (ssize_t n; (n = read(out[0], buffer, sizeof(buffer))) > 0;) result.append(buffer, n);
+    close(out[0]);
+    int clientCode = exitCode(client);
+    int serverCode = exitCode(server);
+    if (clientCode != 0 || serverCode != 0 || result.find('{') == std::string::npos) {
+      std::cerr << "rpcjob-bench: workers failed (bench " << clientCode << ", serve " << serverCode
+                << ")\n";
+      return false;
+    }
+    return true;
+  };
+  if (metricsOverhead) {
+    // Off and on alternate so that drift in the machine's load hits both alike.
+    const std::string file = "/tmp/rpcjob-bench-metrics-" + std::to_string(getpid()) + ".prom";
+    unsetenv("RPCJOB_METRICS_PORT");
+    unsetenv("RPCJOB_METRICS_FILE");
+    double p50[2] = {1e30, 1e30}, p99[2] = {1e30, 1e30}, rate[2] = {0, 0};
+    for (int round = 0; round < 6; ++round) {
+      const int on = round % 2;
+      if (on) {
+        setenv("RPCJOB_METRICS_FILE", file.c_str(), 1);
+      } else {
+        unsetenv("RPCJOB_METRICS_FILE");
+      }
+      std::string result;
+      if (!runPair(result)) return 1;
+      p50[on] = std::min(p50[on], field(result, "small_rtt_p50_us"));
+      p99[on] = std::min(p99[on], field(result, "small_rtt_p99_us"));
+      rate[on] = std::max(rate[on], field(result, "async_calls_per_s"));
+    }
+    unsetenv("RPCJOB_METRICS_FILE");
+    std::remove(file.c_str());
+    // Overhead in percent: positive is slower with metrics on.
+    const double o50 = (p50[1] / p50[0] - 1) * 100, o99 = (p99[1] / p99[0] - 1) * 100,
+                 orate = (rate[0] / rate[1] - 1) * 100;
+    if (json) {
+      std::printf(
+          "{\"small_rtt_p50_us\": [%.2f, %.2f], \"small_rtt_p99_us\": [%.2f, %.2f], "
+          "\"async_calls_per_s\": [%.0f, %.0f], \"overhead_pct\": {\"small_rtt_p50\": "
+          "%.2f, \"small_rtt_p99\": %.2f, \"async_calls\": %.2f}}\n",
+          p50[0], p50[1], p99[0], p99[1], rate[0], rate[1], o50, o99, orate);
+    } else {
+      std::printf("rpcjob %s, metrics overhead, 2 local processes, best of 3 runs each\n",
+                  RPCJOB_VERSION_STRING);
+      std::printf("%-28s %14s %14s %10s\n", "measurement", "metrics off", "metrics on", "overhead");
+      std::printf("%-28s %14.2f %14.2f %9.2f%%\n", "small call RTT p50 (us)", p50[0], p50[1], o50);
+      std::printf("%-28s %14.2f %14.2f %9.2f%%\n", "small call RTT p99 (us)", p99[0], p99[1], o99);
+      std::printf("%-28s %14.0f %14.0f %9.2f%%\n", "async calls/s, one caller", rate[0], rate[1],
+                  orate);
+      std::printf("(target: under 3 %% on p50 and async calls/s; p99 is noisy)\n");
+    }
+    return 0;
   }
+  std::string result;
+  if (!runPair(result)) return 1;
   if (json) {
     std::cout << "{";
     for (size_t i = 0; i < std::size(kFigures); ++i) {

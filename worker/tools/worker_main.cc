@@ -4,17 +4,24 @@
 //   rpcjob-worker serve [--deadline-s N]   serve calls until every worker shuts down
 //   rpcjob-worker bench [--json] [--no-large]   rank 0 measures every peer; others serve
 //   rpcjob-worker model-split [--iterations N] [--size N]   the seeds' experiment (workloads/)
+//   rpcjob-worker send --bytes N --count K   rank 0 sends K tensors of N bytes to every
+//                                            peer (known traffic, for the metrics tests)
+//   common: [--metrics-port N] [--hold-s N] (wait N s before the shutdown barrier)
 //   rpcjob-worker --version
 //
 // Exit codes: 0 success, 1 runtime failure, 2 usage or identity error.
 
 #include <ATen/core/ivalue.h>
 
+#include <ATen/ops/full.h>
+
 #include <chrono>
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <thread>
 
+#include "metrics_setup.h"
 #include "model_split.h"
 #include "pair_bench.h"
 #include "rpcjob/assignment/environment.h"
@@ -28,6 +35,8 @@ int usage() {
       << "usage: rpcjob-worker serve [--deadline-s N]\n"
          "       rpcjob-worker bench [--json] [--no-large]\n"
          "       rpcjob-worker model-split [--iterations N] [--size N]\n"
+         "       rpcjob-worker send --bytes N --count K\n"
+         "       common options: [--metrics-port N] [--hold-s N]\n"
          "       rpcjob-worker --version\n"
          "identity: RPCJOB_ASSIGNMENT or RPCJOB_PEERS, and RPCJOB_WORKER_NAME or RPCJOB_RANK\n";
   return 2;
@@ -47,6 +56,8 @@ int main(int argc, char** argv) {
   rpcjob::worker::BenchConfig config;
   rpcjob::worker::ModelSplitConfig split;
   long deadlineSeconds = 24 * 3600;
+  int metricsPort = -1;  // -1: RPCJOB_METRICS_PORT or the assignment's metricsPort
+  long sendBytes = 1 << 20, sendCount = 10, holdSeconds = 0;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--json") {
@@ -59,15 +70,39 @@ int main(int argc, char** argv) {
       split.size = std::stoi(argv[++i]);
     } else if (arg == "--deadline-s" && i + 1 < argc) {
       deadlineSeconds = std::stol(argv[++i]);
+    } else if (arg == "--metrics-port" && i + 1 < argc) {
+      metricsPort = std::stoi(argv[++i]);
+    } else if (arg == "--bytes" && i + 1 < argc) {
+      sendBytes = std::stol(argv[++i]);
+    } else if (arg == "--count" && i + 1 < argc) {
+      sendCount = std::stol(argv[++i]);
+    } else if (arg == "--hold-s" && i + 1 < argc) {
+      holdSeconds = std::stol(argv[++i]);
     } else {
       return usage();
     }
   }
-  if (mode != "serve" && mode != "bench" && mode != "model-split") return usage();
+  if (mode != "serve" && mode != "bench" && mode != "model-split" && mode != "send") {
+    return usage();
+  }
 
+  // Metrics first: they must outlive the runtime's TensorPipe context (rt goes
+  // away first, being declared after), and its signal handling must be set up
+  // before any thread starts.
+  std::unique_ptr<rpcjob::worker::WorkerMetrics> metrics;
   std::unique_ptr<Runtime> rt;
   try {
-    rt = Runtime::fromEnvironment();
+    rpcjob::Identity identity = rpcjob::identityFromEnvironment();
+    RuntimeOptions options = optionsFromAssignment(identity.assignment, identity.name);
+    auto settings =
+        rpcjob::worker::metricsSettings(identity.assignment, identity.name, metricsPort);
+    if (settings.enabled()) {
+      metrics = std::make_unique<rpcjob::worker::WorkerMetrics>(settings, identity.assignment,
+                                                                identity.name);
+      metrics->install(options, {});  // function series appear on first use
+    }
+    rt = std::make_unique<Runtime>(std::move(identity.assignment), identity.name,
+                                   std::move(options));
   } catch (const std::exception& e) {
     std::cerr << "rpcjob-worker: " << e.what() << "\n";
     return 2;
@@ -75,7 +110,26 @@ int main(int argc, char** argv) {
   bool failed = false;
   try {
     if (mode == "model-split") rpcjob::worker::registerModelSplit(*rt);
+    if (mode == "send") {
+      rt->registerFunction(
+          "rpcjob.sink", [](const CallInfo&, std::vector<c10::IValue>) { return c10::IValue(); },
+          FunctionOptions{true});
+    }
+    if (metrics) metrics->serve();
     rt->start();
+    if (metrics) metrics->setReady();
+    if (mode == "send" && rt->self().rank == 0) {
+      // One uint8 tensor of sendBytes per call: above the inline limit it travels
+      // by channel, exactly sendBytes once per call; the answer is None.
+      at::Tensor tensor = at::full({sendBytes}, 7, at::TensorOptions().dtype(at::kByte));
+      for (const auto& w : rt->workers()) {
+        if (w.rank == 0) continue;
+        for (long i = 0; i < sendCount; ++i) rt->rpcSync(w.name, "rpcjob.sink", {tensor});
+        std::cout << "sent " << sendCount << " x " << sendBytes << " bytes to " << w.name
+                  << std::endl;
+      }
+    }
+    if (holdSeconds > 0) std::this_thread::sleep_for(std::chrono::seconds(holdSeconds));
     if (mode == "model-split" && rt->self().rank == 0) {
       const auto result = rpcjob::worker::runModelSplit(*rt, split);
       std::cout << rpcjob::worker::toText(result, split) << std::endl;

@@ -24,6 +24,10 @@ inline constexpr const char* kEnvPeers = "RPCJOB_PEERS";
 inline constexpr const char* kEnvMetricsFile = "RPCJOB_METRICS_FILE";
 // Port of the worker's /metrics endpoint (overrides the table's metricsPort; 0: none).
 inline constexpr const char* kEnvMetricsPort = "RPCJOB_METRICS_PORT";
+// "0" drops the `peer` label from the worker's metrics (exported empty), so that
+// series do not grow with the number of workers; "1" or unset keeps it. The RpcJob
+// spec's metrics.perPeerLabels maps to it.
+inline constexpr const char* kEnvMetricsPeerLabels = "RPCJOB_METRICS_PEER_LABELS";
 
 // Builds an assignment from an RPCJOB_PEERS list. Throws AssignmentError.
 Assignment assignmentFromPeerList(const std::string& list);

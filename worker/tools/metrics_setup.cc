@@ -1,0 +1,215 @@
+#include "metrics_setup.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+
+#include <rpcjob/metrics/channel_metrics.h>
+#include <rpcjob/metrics/http_server.h>
+#include <rpcjob/metrics/metrics.h>
+#include <rpcjob/metrics/names.h>
+#include <rpcjob/metrics/rpc_metrics.h>
+
+#include "metrics_observer.h"
+#include "rpcjob/assignment/environment.h"
+#if RPCJOB_HAS_INSTRUMENT
+#include <rpcjob/instrument/instrument.h>
+#endif
+
+namespace rpcjob::worker {
+namespace {
+
+int parsePort(const std::string& value, const char* what) {
+  size_t used = 0;
+  long port = -1;
+  try {
+    port = std::stol(value, &used);
+  } catch (const std::exception&) {
+  }
+  if (used != value.size() || port < 0 || port > 65535) {
+    throw std::invalid_argument(std::string(what) + ": not a port: '" + value + "'");
+  }
+  return static_cast<int>(port);
+}
+
+const WorkerEntry* entryOf(const Assignment& assignment, const std::string& worker) {
+  for (const auto& w : assignment.workers) {
+    if (w.name == worker) return &w;
+  }
+  return nullptr;
+}
+
+std::string envOr(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
+std::string hostName() {
+  char buffer[256] = {};
+  if (gethostname(buffer, sizeof(buffer) - 1) != 0) return "";
+  return buffer;
+}
+
+}  // namespace
+
+MetricsSettings metricsSettings(const Assignment& assignment, const std::string& worker,
+                                int flagPort) {
+  MetricsSettings s;
+  const WorkerEntry* self = entryOf(assignment, worker);
+  if (flagPort >= 0) {
+    s.port = flagPort;
+  } else if (const char* env = std::getenv(kEnvMetricsPort); env != nullptr && *env != '\0') {
+    s.port = parsePort(env, kEnvMetricsPort);
+  } else if (self != nullptr) {
+    s.port = self->metricsPort;
+  }
+  s.file = envOr(kEnvMetricsFile, "");
+  std::string peer = envOr(kEnvMetricsPeerLabels, "1");
+  if (peer != "0" && peer != "1") {
+    throw std::invalid_argument(std::string(kEnvMetricsPeerLabels) + ": 0 or 1, not '" + peer +
+                                "'");
+  }
+  s.peerLabel = peer == "1";
+  return s;
+}
+
+WorkerMetrics::WorkerMetrics(MetricsSettings settings, const Assignment& assignment,
+                             const std::string& worker)
+    : settings_(std::move(settings)) {
+  const WorkerEntry* self = entryOf(assignment, worker);
+  std::string job = envOr(kEnvJobName, assignment.jobName.empty() ? "local" : assignment.jobName);
+  metrics::MetricsOptions options;
+  options.peerLabel = settings_.peerLabel;
+  options.constantLabels = {{metrics::labels::kJob, job}, {metrics::labels::kWorker, worker}};
+  metrics_ = std::make_unique<metrics::Metrics>(options);
+  metrics::WorkerInfo info;
+  info.worker = worker;
+  info.rank = self != nullptr ? self->rank : -1;
+  info.job = job;
+  info.node = self != nullptr && !self->node.empty() ? self->node : hostName();
+  metrics_->rpc().setWorkerInfo(info);
+  // Device pairs seen from this worker: our map towards a peer, else the inverse
+  // of the peer's map towards us (the pairing its requests and our responses use).
+  for (const auto& w : assignment.workers) {
+    if (w.name == worker) continue;
+    std::map<std::string, std::string> pairs;
+    if (self != nullptr && self->deviceMaps.count(w.name)) {
+      pairs = self->deviceMaps.at(w.name);
+    } else if (auto it = w.deviceMaps.find(worker); it != w.deviceMaps.end()) {
+      for (const auto& [theirs, ours] : it->second) pairs[ours] = theirs;
+    }
+    if (!pairs.empty()) metrics_->channels().setDeviceMap(w.name, std::move(pairs));
+  }
+  if (!settings_.file.empty()) {
+    // Block the signals in this thread before any other thread exists (threads
+    // inherit the mask), so that only signalLoop() receives them.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR2);  // our own wake-up at exit
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    signalThread_ = std::thread([this] { signalLoop(); });
+  }
+}
+
+WorkerMetrics::~WorkerMetrics() {
+  if (server_) server_->stop();
+  writeFile();
+  if (signalThread_.joinable()) {
+    stopping_ = true;
+    pthread_kill(signalThread_.native_handle(), SIGUSR2);
+    signalThread_.join();
+  }
+}
+
+void WorkerMetrics::signalLoop() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGUSR2);
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGUSR2) {
+      if (stopping_) return;
+      continue;
+    }
+    // Terminated: leave the final counts behind, then die of the signal as
+    // before (default action, delivered to this thread, the only one unblocking it).
+    writeFile();
+    signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+    kill(getpid(), sig);
+    return;
+  }
+}
+
+void WorkerMetrics::install(runtime::RuntimeOptions& options,
+                            const std::vector<std::string>& functions) {
+#if RPCJOB_HAS_INSTRUMENT
+  metrics::ChannelMetrics& channels = metrics_->channels();
+  options.hooks.wrapChannel = [&channels](const std::string& name,
+                                          std::shared_ptr<tensorpipe::channel::Context> context) {
+    return instrument::instrumentChannel(name, std::move(context), channels);
+  };
+  options.hooks.wrapTransport = [&channels](
+                                    const std::string& name,
+                                    std::shared_ptr<tensorpipe::transport::Context> context) {
+    return instrument::instrumentTransport(name, std::move(context), channels);
+  };
+#endif
+  options.observer = std::make_shared<MetricsObserver>(metrics_->rpc(), functions);
+}
+
+void WorkerMetrics::serve() {
+  if (settings_.port <= 0) return;
+  metrics::HttpServerOptions options;
+  options.port = static_cast<std::uint16_t>(settings_.port);
+  metrics::Metrics* m = metrics_.get();
+  server_ = std::make_unique<metrics::HttpServer>(
+      options, [m] { return m->collect(); }, [](std::string&) { return true; },
+      [this](std::string& message) {
+        if (ready_) return true;
+        message = "runtime not initialized";
+        return false;
+      });
+  server_->start();
+}
+
+int WorkerMetrics::port() const {
+  return server_ ? server_->port() : 0;
+}
+
+void WorkerMetrics::writeFile() noexcept {
+  if (settings_.file.empty()) return;
+  std::lock_guard<std::mutex> lock(fileMu_);
+  try {
+    std::string text = metrics::HttpServer::serialize(metrics_->collect());
+    std::string tmp = settings_.file + ".tmp." + std::to_string(getpid());
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << text;
+      out.flush();
+      if (!out) throw std::runtime_error("cannot write " + tmp);
+    }
+    if (std::rename(tmp.c_str(), settings_.file.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      throw std::runtime_error("cannot rename " + tmp + " to " + settings_.file);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "rpcjob-worker: metrics file: " << e.what() << "\n";
+  }
+}
+
+}  // namespace rpcjob::worker
