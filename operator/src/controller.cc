@@ -44,6 +44,10 @@ Controller::Controller(std::shared_ptr<kube::Client> client, Reconciler& reconci
   kube::InformerOptions nodes = options_.informer;
   nodes.ns.clear();
   namespace r = kube::resources;
+  // Each informer lists then watches its resource (informer.cc).
+  // +rpcjob:rbac:groups=rpcjob.dev,resources=rpcjobs,verbs=list;watch
+  // +rpcjob:rbac:groups="",resources=pods;services;configmaps,verbs=list;watch
+  // +rpcjob:rbac:groups="",resources=nodes,verbs=list;watch
   informers_.push_back(std::make_unique<kube::Informer>(client_, r::kRpcJobs, io));
   informers_.push_back(std::make_unique<kube::Informer>(client_, r::kPods, io));
   informers_.push_back(std::make_unique<kube::Informer>(client_, r::kServices, io));

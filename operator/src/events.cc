@@ -44,6 +44,7 @@ bool EventRecorder::record(const Object& involved, const std::string& type,
   ev["source"]["component"] = value::string(component_);
   ev["reportingComponent"] = value::string(component_);
   try {
+    // +rpcjob:rbac:groups="",resources=events,verbs=create
     client_->create(resources::kEvents, ns, ev.serialize());
     return true;
   } catch (const ApiError& e) {

@@ -41,6 +41,7 @@ bool LeaderElector::tryAcquireOrRenew() {
 
   std::optional<Object> current;
   try {
+    // +rpcjob:rbac:groups=coordination.k8s.io,resources=leases,verbs=get
     current = client_->tryGet(leases, options_.leaseNamespace, options_.leaseName);
   } catch (const ApiError& e) {
     KLOG_WARN("leader", "reading lease " << options_.leaseName << ": " << e.what());
@@ -86,12 +87,14 @@ bool LeaderElector::tryAcquireOrRenew() {
   lease["spec"] = spec;
   try {
     if (current) {
+      // +rpcjob:rbac:groups=coordination.k8s.io,resources=leases,verbs=update
       client_->replace(leases, options_.leaseNamespace, options_.leaseName, lease.serialize());
     } else {
       lease["apiVersion"] = value::string("coordination.k8s.io/v1");
       lease["kind"] = value::string("Lease");
       lease["metadata"]["name"] = value::string(options_.leaseName);
       lease["metadata"]["namespace"] = value::string(options_.leaseNamespace);
+      // +rpcjob:rbac:groups=coordination.k8s.io,resources=leases,verbs=create
       client_->create(leases, options_.leaseNamespace, lease.serialize());
     }
   } catch (const ApiError& e) {
@@ -113,6 +116,7 @@ bool LeaderElector::tryAcquireOrRenew() {
 
 void LeaderElector::release() {
   try {
+    // +rpcjob:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;update
     auto current = client_->tryGet(resources::kLeases, options_.leaseNamespace, options_.leaseName);
     if (!current) return;
     auto lease = detail::parseJson(current->json);

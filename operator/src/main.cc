@@ -1,19 +1,23 @@
-// rpcjob-operator: watches RpcJobs and (for now) logs what it sees. The
-// reconciler that plans and launches jobs plugs in through op::Reconciler.
+// rpcjob-operator: reconciles RpcJobs (op::JobReconciler: plan, assign, launch
+// the pods, keep the status, apply the run policy).
 //
 //   rpcjob-operator [--kubeconfig FILE] [--namespace NS] [--leader-elect]
-//                   [--lease-namespace NS] [--lease-name NAME] [--id IDENTITY]
-//                   [--workers N] [--metrics-address IP] [--metrics-port N]
-//                   [-v] [--version]
+//                   [--leader-election-namespace NS | --lease-namespace NS]
+//                   [--lease-name NAME] [--id IDENTITY] [--workers N]
+//                   [--metrics-address IP] [--metrics-port N] [-v] [--version]
 //
 // --metrics-port (default 8080; 0 picks a free port, -1 turns it off) serves
-// /metrics, /healthz and /readyz.
+// /metrics, /healthz and /readyz. The leader-election identity is --id, else
+// $POD_NAME (the chart sets it), else the host name plus a random suffix. The
+// Lease's namespace: the flag, else $POD_NAMESPACE, else the config's namespace.
+// Writes no file.
 
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <random>
@@ -24,6 +28,8 @@
 #include "rpcjob/operator/client.h"
 #include "rpcjob/operator/config.h"
 #include "rpcjob/operator/controller.h"
+#include "rpcjob/operator/events.h"
+#include "rpcjob/operator/job_reconciler.h"
 #include "rpcjob/operator/leader_election.h"
 #include "rpcjob/operator/log.h"
 #include "rpcjob/operator/operator_metrics.h"
@@ -48,28 +54,13 @@ struct Flags {
 void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: rpcjob-operator [--kubeconfig FILE] [--namespace NS] [--leader-elect]\n"
-               "                       [--lease-namespace NS] [--lease-name NAME] [--id ID]\n"
+               "                       [--leader-election-namespace NS] [--lease-name NAME]\n"
+               "                       [--id ID]\n"
                "                       [--workers N] [--metrics-address IP] [--metrics-port N]\n"
                "                       [-v] [--version]\n"
                "Without --kubeconfig: $KUBECONFIG, then the in-cluster service account,\n"
                "then ~/.kube/config. Without --namespace: all namespaces.\n");
 }
-
-// The reconciler until the planner lands: it logs what it would reconcile.
-class LoggingReconciler final : public op::Reconciler {
- public:
-  op::ReconcileResult reconcile(const std::string& key, const op::Caches& caches) override {
-    kube::ObjectPtr job = caches.jobs.get(key);
-    if (!job) {
-      KLOG_INFO("reconcile", key << ": gone");
-      return {};
-    }
-    size_t pods = caches.pods.listOwnedBy(job->metadata.uid).size();
-    KLOG_INFO("reconcile", key << ": generation " << job->metadata.generation << ", version "
-                               << job->metadata.resourceVersion << ", " << pods << " pods owned");
-    return {};
-  }
-};
 
 kube::Cancellation gStop;
 void onSignal(int) {
@@ -117,7 +108,9 @@ int main(int argc, char** argv) {
       flags.kubeconfig = value("--kubeconfig");
     } else if (is("--namespace")) {
       flags.ns = value("--namespace");
-    } else if (is("--lease-namespace")) {
+    } else if (is("--leader-election-namespace")) {
+      flags.leaseNamespace = value("--leader-election-namespace");
+    } else if (is("--lease-namespace")) {  // the older spelling
       flags.leaseNamespace = value("--lease-namespace");
     } else if (is("--lease-name")) {
       flags.leaseName = value("--lease-name");
@@ -155,7 +148,8 @@ int main(int argc, char** argv) {
   });
   signals.detach();
 
-  LoggingReconciler reconciler;
+  op::JobReconciler reconciler(client,
+                               std::make_shared<kube::EventRecorder>(client, "rpcjob-operator"));
   op::OperatorMetrics metrics;
   op::ControllerOptions co;
   co.ns = flags.ns;
@@ -201,9 +195,14 @@ int main(int argc, char** argv) {
     rc = controller.run(gStop) ? 0 : 1;
   } else {
     kube::LeaderElectionOptions lo;
-    lo.leaseNamespace = !flags.leaseNamespace.empty() ? flags.leaseNamespace : config.namespace_;
+    const char* podNamespace = std::getenv("POD_NAMESPACE");
+    lo.leaseNamespace = !flags.leaseNamespace.empty()   ? flags.leaseNamespace
+                        : podNamespace && *podNamespace ? podNamespace
+                                                        : config.namespace_;
     lo.leaseName = flags.leaseName;
     lo.identity = flags.id;
+    const char* podName = std::getenv("POD_NAME");
+    if (lo.identity.empty() && podName && *podName) lo.identity = podName;
     if (lo.identity.empty()) {
       char host[256] = {};
       gethostname(host, sizeof host - 1);

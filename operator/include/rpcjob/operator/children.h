@@ -1,0 +1,77 @@
+#pragma once
+// The objects an RpcJob owns, built from its plan. Pure: JSON text in, JSON text
+// out, no I/O. Every child carries the job's labels and a controller
+// ownerReference (blockOwnerDeletion), so deleting the job deletes them (garbage
+// collection in kube-controller-manager).
+//
+//  - Service "<job>": headless (clusterIP None) with publishNotReadyAddresses, so
+//    "<pod>.<job>.<ns>.svc" resolves as soon as a pod has an IP, before it is ready
+//    (workers dial their peers while starting: no DNS race).
+//  - ConfigMap "<job>-assignment": key assignment.yaml = rpcjob::toYaml(assignment).
+//  - One Pod per PodPlan, named as planned, from the worker group's template:
+//      * pinned to its planned node by required node affinity
+//        (kubernetes.io/hostname In [node], added to every term of the template's
+//        own required affinity), not spec.nodeName, so that the scheduler still
+//        checks it and a rejection is visible (PodScheduled=False);
+//      * hostname = pod name, subdomain = job name (the Service);
+//      * restartPolicy Never: the operator restarts the whole job (run policy);
+//      * labels app.kubernetes.io/{name: rpcjob-worker, instance: <job>,
+//        managed-by: rpcjob-operator}, rpcjob.dev/{job-name, group,
+//        restart-generation}; annotation rpcjob.dev/node = planned node;
+//      * the assignment ConfigMap mounted read-only at /etc/rpcjob in every
+//        container; the plan's pod settings (memory-backed /dev/shm emptyDir,
+//        shareProcessNamespace, capabilities, rdma/hca on the first worker
+//        container).
+//    Worker containers: with workersPerPod 1, the template's first container is
+//    the worker (the others are sidecars, left as they are apart from the mount).
+//    With workersPerPod Auto, one container per worker, named after the worker,
+//    copied from the first container of that worker's group's template (the pod
+//    spec and sidecars come from the template of the pod's first worker). Each
+//    worker container gets: env RPCJOB_WORKER_NAME, RPCJOB_RANK,
+//    RPCJOB_WORLD_SIZE, RPCJOB_JOB_NAME, RPCJOB_NAMESPACE,
+//    RPCJOB_ASSIGNMENT=/etc/rpcjob/assignment.yaml, RPCJOB_METRICS_PORT (these
+//    replace same-named template variables); ports "rpc" and "metrics" (the
+//    k-th worker of a shared pod: "rpc-k", "metrics-k": port names are unique
+//    per pod, so the PodMonitor's "metrics" port scrapes a shared pod's first
+//    worker); limits nvidia.com/gpu = its GPU count.
+
+#include <string>
+
+#include "rpcjob/api/types.h"
+#include "rpcjob/planner/plan.h"
+
+namespace rpcjob::op {
+
+inline constexpr const char* kLabelName = "app.kubernetes.io/name";
+inline constexpr const char* kLabelInstance = "app.kubernetes.io/instance";
+inline constexpr const char* kLabelManagedBy = "app.kubernetes.io/managed-by";
+inline constexpr const char* kLabelJobName = "rpcjob.dev/job-name";
+inline constexpr const char* kLabelGroup = "rpcjob.dev/group";
+inline constexpr const char* kLabelRestartGeneration = "rpcjob.dev/restart-generation";
+inline constexpr const char* kAnnotationNode = "rpcjob.dev/node";
+inline constexpr const char* kWorkerAppName = "rpcjob-worker";
+inline constexpr const char* kManagedBy = "rpcjob-operator";
+inline constexpr const char* kHostnameLabel = "kubernetes.io/hostname";
+inline constexpr const char* kAssignmentKey = "assignment.yaml";
+inline constexpr const char* kAssignmentDir = "/etc/rpcjob";
+inline constexpr const char* kAssignmentPath = "/etc/rpcjob/assignment.yaml";
+inline constexpr const char* kAssignmentVolume = "rpcjob-assignment";
+inline constexpr const char* kShmVolume = "dshm";
+
+std::string assignmentConfigMapName(const std::string& job);  // "<job>-assignment"
+
+// The job's identity as its children need it (owner reference, names).
+struct JobRef {
+  std::string name;
+  std::string ns;
+  std::string uid;
+};
+
+std::string serviceJson(const JobRef& job, int rpcPort);
+std::string configMapJson(const JobRef& job, const Assignment& assignment);
+// `hostname`: the value of the planned node's kubernetes.io/hostname label
+// (usually the node name). `generation`: status.restarts when created.
+std::string podJson(const JobRef& job, const api::RpcJobSpec& spec, const planner::Plan& plan,
+                    const planner::PodPlan& pod, const std::string& hostname, int generation);
+
+}  // namespace rpcjob::op

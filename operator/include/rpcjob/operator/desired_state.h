@@ -1,0 +1,103 @@
+#pragma once
+// The reconciler's compute step: from what was observed (the RpcJob, the children
+// it controls, the cluster) to what should be (its children, its status) and the
+// actions that get there. Pure: no I/O, the clock is an input; the same
+// observation gives the same answer, and an observation that already matches
+// gives no action at all (idempotence: reconcile twice, act once).
+//
+// Status model (status.phase; conditions, each with reason and message):
+//   Planned     True Planned (the plan's summary) | False Unschedulable (what is
+//               missing and where), NoTransport, Invalid (the validation errors)
+//   Running     True AllWorkersRunning | False WorkersPending ("k of n pods running")
+//   Restarting  True WorkerFailed (which pod, exit code; "restart k of limit"),
+//               SchedulerRejected, PlacementChanged | False Relaunched
+//   Succeeded   True AllWorkersSucceeded
+//   Failed      True BackoffLimitExceeded, DeadlineExceeded, Invalid
+//   Suspended   True Suspended | False Resumed
+// phase: Pending (not placed), Planned (pods created, not all running), Running,
+// Restarting, Suspended, Succeeded, Failed. A condition's lastTransitionTime
+// changes only when its status does. Events: one per condition transition
+// (Warning for Failed, Restarting, Planned=False), so a repeated reconcile never
+// repeats an Event.
+//
+// Run policy:
+//  - The job succeeds when every worker pod of the current generation Succeeded
+//    (RPC shutdown is collective: all workers exit together; a job whose rank 0
+//    finished while others still run is still Running).
+//  - A worker pod Failed (not a scheduler rejection): restart the whole job while
+//    status.restarts < backoffLimit: restarts + 1 (the new restart generation),
+//    delete every pod, recreate them with the same names once the old ones are
+//    gone, from a fresh plan (so the assignment follows a changed placement).
+//    Beyond backoffLimit: Failed BackoffLimitExceeded.
+//  - A pod the scheduler rejects (PodScheduled=False reason Unschedulable, or
+//    phase Failed with a kubelet admission reason: OutOf<resource>,
+//    NodeAffinity, UnexpectedAdmissionError, ...): delete the pods and re-plan
+//    from the current cluster; not counted as a restart.
+//  - A planned node that differs from a running pod's node: relaunch likewise
+//    (PlacementChanged). Pods are never changed in place.
+//  - activeDeadlineSeconds counts from startTime (when the pods were first
+//    created, reset by suspend): then Failed DeadlineExceeded.
+//  - On Succeeded/Failed: cleanPodPolicy None keeps the pods, Running deletes
+//    those not finished, All deletes all. ttlSecondsAfterFinished after
+//    completionTime: delete the RpcJob (its children follow by garbage collection).
+//  - suspend: delete the pods (the Service and ConfigMap stay), Suspended;
+//    resume: plan and create again.
+//  - Invalid: condition and Event once; no pods; no requeue (a spec edit, which
+//    changes metadata.generation, is looked at again).
+// Restart generation: status.restarts, also the pods' rpcjob.dev/restart-generation
+// label. Pods of another generation are deleted; a pod being deleted blocks the
+// creation of its name.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rpcjob/api/types.h"
+#include "rpcjob/operator/object.h"
+#include "rpcjob/operator/resource.h"
+#include "rpcjob/planner/plan.h"
+
+namespace rpcjob::op {
+
+struct ObservedJob {
+  kube::Object job;  // the RpcJob as the API server sent it
+  // Children whose controller is this job (from the informer caches).
+  std::vector<kube::ObjectPtr> pods;
+  std::vector<kube::ObjectPtr> services;
+  std::vector<kube::ObjectPtr> configMaps;
+  planner::ClusterView cluster;  // nodes minus other pods' usage (cluster_view.h)
+  std::chrono::system_clock::time_point now;
+};
+
+struct ChildObject {
+  const kube::Resource* resource = nullptr;
+  std::string name;
+  std::string json;  // for create/update
+};
+
+struct JobEvent {
+  std::string type;  // Normal | Warning
+  std::string reason;
+  std::string message;
+};
+
+struct DesiredState {
+  planner::Plan plan;               // meaningful when plan.planned()
+  api::RpcJobStatus status;         // the status the job should have
+  bool statusChanged = false;       // differs from the observed status
+  std::vector<ChildObject> create;  // missing children (AlreadyExists is fine)
+  std::vector<ChildObject> update;  // children whose content differs (ConfigMap data)
+  std::vector<ChildObject> remove;  // children to delete (json empty)
+  std::vector<JobEvent> events;
+  bool deleteJob = false;  // ttlSecondsAfterFinished passed
+  std::optional<std::chrono::milliseconds> requeueAfter;
+};
+
+DesiredState computeDesiredState(const ObservedJob& observed);
+
+// RFC 3339, UTC, seconds ("2026-11-22T10:00:00Z"); parse gives nullopt on others.
+std::string formatTime(std::chrono::system_clock::time_point t);
+std::optional<std::chrono::system_clock::time_point> parseTime(const std::string& text);
+
+}  // namespace rpcjob::op
