@@ -54,6 +54,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)rpcjob::wire::decodeTensorMeta(bytes, size, meta);
   rpcjob::wire::ChannelDescriptors descriptors;
   (void)rpcjob::wire::decodeChannelDescriptors(bytes, size, descriptors);
+  std::vector<rpcjob::wire::BatchEntry> batch;
+  if (rpcjob::wire::decodeBatch(bytes, size, batch).empty()) {
+    for (const auto& e : batch) {
+      if (e.headerOffset + e.headerLength > size || e.payloadOffset + e.payloadLength > size) {
+        __builtin_trap();
+      }
+      rpcjob::wire::Header sub;
+      (void)rpcjob::wire::decodeHeader(bytes + e.headerOffset, e.headerLength, sub);
+    }
+  }
   // Fast values: the input as a payload, with a tensor table of 0..3 entries.
   rpcjob::wire::FastValue value;
   size_t table = size > 0 ? data[size - 1] % 4 : 0;

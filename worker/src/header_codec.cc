@@ -376,4 +376,42 @@ std::string decodeFastValue(const char* data, size_t size, size_t tableSize, Fas
   return {};
 }
 
+// ---- batches
+
+void appendBatchCount(std::vector<char>& out, uint32_t count) {
+  size_t at = out.size();
+  out.resize(at + 4);
+  std::memcpy(out.data() + at, &count, 4);
+}
+
+void appendBatchEntry(std::vector<char>& out, const std::string& header, const char* payload,
+                      size_t payloadSize) {
+  appendBatchCount(out, static_cast<uint32_t>(header.size()));
+  out.insert(out.end(), header.begin(), header.end());
+  appendBatchCount(out, static_cast<uint32_t>(payloadSize));
+  if (payloadSize > 0) out.insert(out.end(), payload, payload + payloadSize);
+}
+
+std::string decodeBatch(const char* data, size_t size, std::vector<BatchEntry>& out) {
+  Reader r(data, size);
+  size_t count = r.fixed<uint32_t>();
+  if (!r.ok()) return r.error();
+  if (count == 0 || count > kMaxBatch) return "bad batch count " + std::to_string(count);
+  if (count > r.remaining() / 8) return "batch count larger than the payload";
+  out.clear();
+  out.reserve(count);
+  for (size_t i = 0; i < count && r.ok(); ++i) {
+    BatchEntry& e = out.emplace_back();
+    e.headerLength = r.fixed<uint32_t>();
+    e.headerOffset = r.position();
+    r.skip(e.headerLength);
+    e.payloadLength = r.fixed<uint32_t>();
+    e.payloadOffset = r.position();
+    r.skip(e.payloadLength);
+  }
+  if (!r.ok()) return r.error();
+  if (!r.atEnd()) return "trailing bytes after the batch";
+  return {};
+}
+
 }  // namespace rpcjob::wire

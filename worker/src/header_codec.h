@@ -40,7 +40,8 @@ enum class MessageType : uint8_t {
   kRRefUserDelete,   // a user RRef is gone
   kRRefForkRequest,  // a user received a fork from a non-owner: register it
   kRRefChildAccept,  // the fork is registered: its parent may drop it
-  kLast = kRRefChildAccept,
+  kBatch,            // several tensorless messages in one payload (encodeBatch)
+  kLast = kBatch,
 };
 
 enum class ErrorKind : uint8_t {
@@ -170,5 +171,20 @@ bool isFastPayload(const char* data, size_t size);
 // Returns an empty string on success, else what is wrong; `tableSize` bounds the
 // tensor references.
 std::string decodeFastValue(const char* data, size_t size, size_t tableSize, FastValue& out);
+
+// kBatch payloads: messages without TensorPipe tensors, coalesced while a write
+// to the same pipe is in flight.
+//   payload := u32 count, then per message: u32 header length + header bytes,
+//              u32 payload length + payload bytes (0: no payload)
+inline constexpr size_t kMaxBatch = 1 << 16;
+void appendBatchCount(std::vector<char>& out, uint32_t count);
+void appendBatchEntry(std::vector<char>& out, const std::string& header, const char* payload,
+                      size_t payloadSize);
+struct BatchEntry {
+  size_t headerOffset = 0, headerLength = 0;
+  size_t payloadOffset = 0, payloadLength = 0;
+};
+// Splits a batch payload (offsets into it); the headers are decoded by the caller.
+std::string decodeBatch(const char* data, size_t size, std::vector<BatchEntry>& out);
 
 }  // namespace rpcjob::wire

@@ -192,18 +192,62 @@ void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
                        onError(error.what());
                        return;
                      }
-                     onMessage(*msg);
+                     if (msg->header.type == wire::MessageType::kBatch) {
+                       std::string bad = dispatchBatch(*msg, onMessage);
+                       if (!bad.empty()) {
+                         std::cerr << "rpcjob: worker '" << self().name
+                                   << "': closing a pipe from '" << pipe->getRemoteName()
+                                   << "': " << bad << "\n";
+                         onError(bad);
+                         return;
+                       }
+                     } else {
+                       onMessage(*msg);
+                     }
                      readLoop(pipe, std::move(onMessage), std::move(onError));
                    });
       });
 }
 
-std::shared_ptr<tensorpipe::Pipe> RuntimeImpl::pipeTo(int rank, uint64_t& generation) {
+std::string RuntimeImpl::dispatchBatch(IncomingMessage& batch,
+                                       const std::function<void(IncomingMessage&)>& onMessage) {
+  std::vector<wire::BatchEntry> entries;
+  std::string bad = wire::decodeBatch(batch.payload.data(), batch.payload.size(), entries);
+  if (!bad.empty()) return "bad batch: " + bad;
+  if (!batch.tensors.empty()) return "a batch with tensors";
+  for (const auto& e : entries) {
+    IncomingMessage sub;
+    bad = wire::decodeHeader(batch.payload.data() + e.headerOffset, e.headerLength, sub.header);
+    if (!bad.empty()) return "bad header in a batch: " + bad;
+    if (sub.header.type == wire::MessageType::kBatch) return "a batch inside a batch";
+    const char* payload = batch.payload.data() + e.payloadOffset;
+    sub.payload.assign(payload, payload + e.payloadLength);
+    onMessage(sub);
+  }
+  return {};
+}
+
+std::shared_ptr<tensorpipe::Pipe> RuntimeImpl::pipeTo(int rank, uint64_t& generation,
+                                                      std::shared_ptr<WriteQueue>* writes) {
   Peer& peer = *peers_[rank];
-  std::lock_guard<std::mutex> lock(peer.mu);
-  if (!peer.pipe) connectLocked(peer);
-  generation = peer.generation;
-  return peer.pipe;
+  std::shared_ptr<tensorpipe::Pipe> pipe;
+  std::shared_ptr<WriteQueue> queue;
+  bool fresh = false;
+  {
+    std::lock_guard<std::mutex> lock(peer.mu);
+    if (!peer.pipe) {
+      connectLocked(peer);
+      fresh = true;
+    }
+    generation = peer.generation;
+    pipe = peer.pipe;
+    queue = peer.writes;
+  }
+  // Outside the lock: TensorPipe may run a failing pipe's callbacks inline, and
+  // failPeer takes peer.mu.
+  if (fresh) startClientPipe(rank, generation, pipe, queue);
+  if (writes != nullptr) *writes = std::move(queue);
+  return pipe;
 }
 
 void RuntimeImpl::connectLocked(Peer& peer) {
@@ -211,19 +255,102 @@ void RuntimeImpl::connectLocked(Peer& peer) {
   peer.generation++;
   peer.handshakeDone = false;
   peer.connectStart = Clock::now();
-  int rank = peer.info.rank;
-  uint64_t generation = peer.generation;
+  // The hello goes first; calls made before startClientPipe() queue behind it.
+  peer.writes = std::make_shared<WriteQueue>();
+  peer.writes->busy = true;
   wire::Header hello;
   hello.type = wire::MessageType::kHello;
-  auto message = makeRawMessage(hello, descriptorsBlob_);
-  peer.pipe->write(message->toTensorpipe(),
-                   [this, message, rank, generation](const tensorpipe::Error& error) {
-                     if (error) failPeer(rank, generation, error.what());
-                   });
+  peer.writes->queued.push_back(makeRawMessage(hello, descriptorsBlob_));
+}
+
+void RuntimeImpl::startClientPipe(int rank, uint64_t generation,
+                                  std::shared_ptr<tensorpipe::Pipe> pipe,
+                                  std::shared_ptr<WriteQueue> writes) {
+  std::vector<std::shared_ptr<OutgoingMessage>> first;
+  {
+    std::lock_guard<std::mutex> lock(writes->mu);
+    first.swap(writes->queued);
+  }
+  flushWrites(
+      pipe, *writes, std::move(first),
+      [this, rank, generation](const std::string& why) { failPeer(rank, generation, why); },
+      writes);
   readLoop(
-      peer.pipe,
+      pipe,
       [this, rank, generation](IncomingMessage& msg) { onClientMessage(rank, generation, msg); },
       [this, rank, generation](const std::string& why) { failPeer(rank, generation, why); });
+}
+
+void RuntimeImpl::enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
+                               std::shared_ptr<OutgoingMessage> message,
+                               const WriteErrorFn& onError, std::shared_ptr<void> keepAlive) {
+  {
+    std::lock_guard<std::mutex> lock(writes.mu);
+    if (writes.busy) {
+      writes.queued.push_back(std::move(message));
+      return;
+    }
+    writes.busy = true;
+  }
+  std::vector<std::shared_ptr<OutgoingMessage>> one;
+  one.push_back(std::move(message));
+  flushWrites(pipe, writes, std::move(one), onError, std::move(keepAlive));
+}
+
+void RuntimeImpl::flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
+                              std::vector<std::shared_ptr<OutgoingMessage>> messages,
+                              const WriteErrorFn& onError, std::shared_ptr<void> keepAlive) {
+  // Runs of tensorless messages go as one kBatch message; the rest one by one,
+  // all in order (TensorPipe keeps a pipe's writes in order).
+  std::vector<std::shared_ptr<OutgoingMessage>> units;
+  for (size_t i = 0; i < messages.size();) {
+    size_t end = i;
+    while (end < messages.size() && messages[end]->tensors.empty() &&
+           end - i < wire::kMaxBatch) {
+      ++end;
+    }
+    if (end - i < 2) {
+      units.push_back(std::move(messages[i]));
+      ++i;
+      continue;
+    }
+    auto batch = std::make_shared<OutgoingMessage>();
+    wire::Header h;
+    h.type = wire::MessageType::kBatch;
+    batch->header = wire::encodeHeader(h);
+    batch->hasPayload = true;
+    size_t bytes = 4;
+    for (size_t j = i; j < end; ++j) {
+      bytes += 8 + messages[j]->header.size() + messages[j]->payload.size();
+    }
+    batch->payload.reserve(bytes);
+    wire::appendBatchCount(batch->payload, static_cast<uint32_t>(end - i));
+    for (size_t j = i; j < end; ++j) {
+      const auto& m = *messages[j];
+      wire::appendBatchEntry(batch->payload, m.header, m.payload.data(),
+                             m.hasPayload ? m.payload.size() : 0);
+    }
+    units.push_back(std::move(batch));
+    i = end;
+  }
+  auto left = std::make_shared<std::atomic<size_t>>(units.size());
+  for (auto& unit : units) {
+    pipe->write(unit->toTensorpipe(), [this, unit, left, pipe, &writes, onError,
+                                       keepAlive](const tensorpipe::Error& error) {
+      if (error && onError) onError(error.what());
+      if (left->fetch_sub(1) != 1) return;
+      std::vector<std::shared_ptr<OutgoingMessage>> next;
+      {
+        std::lock_guard<std::mutex> lock(writes.mu);
+        if (writes.queued.empty()) {
+          writes.busy = false;
+          return;
+        }
+        next.swap(writes.queued);
+      }
+      flushWrites(pipe, writes, std::move(next), onError, keepAlive);
+    });
+  }
 }
 
 bool RuntimeImpl::waitHandshake(int rank, Clock::time_point deadline, std::string& error) {
@@ -275,6 +402,7 @@ void RuntimeImpl::failPeer(int rank, uint64_t generation, const std::string& why
     if (peer.generation != generation || !peer.pipe) return;
     broken = std::move(peer.pipe);
     peer.pipe.reset();
+    peer.writes.reset();
     peer.handshakeDone = false;
     peer.lastError = why;
   }

@@ -95,7 +95,8 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
     options_.observer->callStarted(pending.function, peerName);
   }
   uint64_t generation = 0;
-  std::shared_ptr<tensorpipe::Pipe> pipe = pipeTo(to, generation);
+  std::shared_ptr<WriteQueue> writes;
+  std::shared_ptr<tensorpipe::Pipe> pipe = pipeTo(to, generation, &writes);
   pending.generation = generation;
   bool earliest = false;
   {
@@ -107,10 +108,9 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
     pending_.emplace(id, std::move(pending));
   }
   if (earliest) pendingCv_.notify_all();
-  pipe->write(message->toTensorpipe(),
-              [this, message, to, generation](const tensorpipe::Error& error) {
-                if (error) failPeer(to, generation, error.what());
-              });
+  enqueueWrite(
+      pipe, *writes, std::move(message),
+      [this, to, generation](const std::string& why) { failPeer(to, generation, why); }, writes);
   return future;
 }
 
@@ -361,9 +361,8 @@ void RuntimeImpl::replyError(const std::shared_ptr<ServerPipe>& server, uint64_t
 
 void RuntimeImpl::writeServer(const std::shared_ptr<ServerPipe>& server,
                               std::shared_ptr<OutgoingMessage> message) {
-  server->pipe->write(message->toTensorpipe(), [message](const tensorpipe::Error&) {
-    // A failed response means the caller went away; its side fails the call.
-  });
+  // A failed response means the caller went away; its side fails the call.
+  enqueueWrite(server->pipe, server->writes, std::move(message), nullptr, server);
 }
 
 void RuntimeImpl::registerBuiltins() {

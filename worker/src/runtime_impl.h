@@ -83,12 +83,20 @@ class RuntimeImpl {
     AsyncFunction async;
     FunctionOptions options;
   };
+  // Writes to one pipe: while one is in flight, later messages queue and go out
+  // together when it completes (tensorless ones as one kBatch message).
+  struct WriteQueue {
+    std::mutex mu;
+    bool busy = false;  // writes in flight (or a flush pending)
+    std::vector<std::shared_ptr<OutgoingMessage>> queued;
+  };
   // Our client side of the pipe to one peer.
   struct Peer {
     WorkerInfo info;
     std::string url;
     std::mutex mu;
     std::shared_ptr<tensorpipe::Pipe> pipe;  // null: not connected
+    std::shared_ptr<WriteQueue> writes;      // the pipe's
     uint64_t generation = 0;                 // bumped per pipe, so stale errors are ignored
     bool handshakeDone = false;
     std::string lastError;
@@ -108,6 +116,7 @@ class RuntimeImpl {
   struct ServerPipe {
     std::shared_ptr<tensorpipe::Pipe> pipe;
     int callerRank = -1;
+    WriteQueue writes;
   };
 
   // runtime.cc
@@ -117,8 +126,25 @@ class RuntimeImpl {
   void readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
                 std::function<void(IncomingMessage&)> onMessage,
                 std::function<void(const std::string&)> onError);
-  std::shared_ptr<tensorpipe::Pipe> pipeTo(int rank, uint64_t& generation);
-  void connectLocked(Peer& peer);
+  // Splits a kBatch message and hands each message in it to onMessage; an error
+  // string for a malformed batch.
+  std::string dispatchBatch(IncomingMessage& batch,
+                            const std::function<void(IncomingMessage&)>& onMessage);
+  std::shared_ptr<tensorpipe::Pipe> pipeTo(int rank, uint64_t& generation,
+                                           std::shared_ptr<WriteQueue>* writes = nullptr);
+  void connectLocked(Peer& peer);  // the caller starts the pipe once unlocked
+  void startClientPipe(int rank, uint64_t generation, std::shared_ptr<tensorpipe::Pipe> pipe,
+                       std::shared_ptr<WriteQueue> writes);
+  // Writes `message` now, or queues it behind the writes in flight. `onError`
+  // (may be null) sees write failures. Never called with a lock held: TensorPipe
+  // may run the callbacks inline.
+  using WriteErrorFn = std::function<void(const std::string&)>;
+  void enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
+                    std::shared_ptr<OutgoingMessage> message, const WriteErrorFn& onError,
+                    std::shared_ptr<void> keepAlive);
+  void flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
+                   std::vector<std::shared_ptr<OutgoingMessage>> messages,
+                   const WriteErrorFn& onError, std::shared_ptr<void> keepAlive);
   bool waitHandshake(int rank, Clock::time_point deadline, std::string& error);
   void onClientMessage(int rank, uint64_t generation, IncomingMessage& msg);
   void failPeer(int rank, uint64_t generation, const std::string& why);
