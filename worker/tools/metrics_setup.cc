@@ -1,8 +1,10 @@
 #include "metrics_setup.h"
 
-#include <pthread.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdio>
 #include <cstdlib>
@@ -48,6 +50,17 @@ const WorkerEntry* entryOf(const Assignment& assignment, const std::string& work
 std::string envOr(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? value : fallback;
+}
+
+// SIGTERM/SIGINT -> signalLoop(), through a pipe: the handler only write()s
+// (async-signal-safe), whichever thread the kernel picked for the signal.
+int gSignalPipe[2] = {-1, -1};
+
+void onSignal(int sig) {
+  const int saved = errno;
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = write(gSignalPipe[1], &byte, 1);
+  errno = saved;
 }
 
 std::string hostName() {
@@ -106,16 +119,16 @@ WorkerMetrics::WorkerMetrics(MetricsSettings settings, const Assignment& assignm
     }
     if (!pairs.empty()) metrics_->channels().setDeviceMap(w.name, std::move(pairs));
   }
-  if (!settings_.file.empty()) {
-    // Block the signals in this thread before any other thread exists (threads
-    // inherit the mask), so that only signalLoop() receives them.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGUSR2);  // our own wake-up at exit
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  if (!settings_.file.empty() && gSignalPipe[0] < 0 && pipe2(gSignalPipe, O_CLOEXEC) == 0) {
+    // A handler, not a blocked mask and sigwait(): threads started before main
+    // (libtorch's) would not have the signal blocked and would die of it.
     signalThread_ = std::thread([this] { signalLoop(); });
+    struct sigaction action {};
+    action.sa_handler = onSignal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &action, nullptr);
+    sigaction(SIGINT, &action, nullptr);
   }
 }
 
@@ -123,34 +136,23 @@ WorkerMetrics::~WorkerMetrics() {
   if (server_) server_->stop();
   writeFile();
   if (signalThread_.joinable()) {
-    stopping_ = true;
-    pthread_kill(signalThread_.native_handle(), SIGUSR2);
+    const unsigned char wake = 0;  // not a signal number: return
+    [[maybe_unused]] ssize_t n = write(gSignalPipe[1], &wake, 1);
     signalThread_.join();
   }
 }
 
 void WorkerMetrics::signalLoop() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGUSR2);
   for (;;) {
-    int sig = 0;
-    if (sigwait(&set, &sig) != 0) continue;
-    if (sig == SIGUSR2) {
-      if (stopping_) return;
-      continue;
-    }
+    unsigned char sig = 0;
+    ssize_t n = read(gSignalPipe[0], &sig, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != 1 || sig == 0) return;  // woken at exit
     // Terminated: leave the final counts behind, then die of the signal as
-    // before (default action, delivered to this thread, the only one unblocking it).
+    // before (its default action).
     writeFile();
     signal(sig, SIG_DFL);
-    sigset_t one;
-    sigemptyset(&one);
-    sigaddset(&one, sig);
-    pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
-    kill(getpid(), sig);
+    raise(sig);
     return;
   }
 }

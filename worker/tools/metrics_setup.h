@@ -44,8 +44,8 @@ class WorkerMetrics {
  public:
   // Creates the Metrics (constant labels rpcjob_job and worker), sets the info
   // metric and the device maps. With a metrics file, SIGTERM and SIGINT are
-  // handled on a thread of ours: the file is written, then the signal's default
-  // action runs (call this before any other thread is started).
+  // handled (a handler writes to a pipe, a thread of ours reads it): the file is
+  // written, then the signal's default action runs.
   WorkerMetrics(MetricsSettings settings, const Assignment& assignment, const std::string& worker);
   ~WorkerMetrics();
   WorkerMetrics(const WorkerMetrics&) = delete;
@@ -72,7 +72,6 @@ class WorkerMetrics {
   std::atomic<bool> ready_{false};
   std::mutex fileMu_;
   std::thread signalThread_;
-  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace rpcjob::worker
