@@ -85,13 +85,24 @@ void RuntimeImpl::registerFunction(const std::string& name, Function fn, AsyncFu
 
 void RuntimeImpl::start() {
   if (started_.exchange(true)) throw std::logic_error("start() called twice");
+#if RPCJOB_WITH_CUDA
+  {
+    std::vector<std::string> names;
+    for (const auto& w : workers_) names.push_back(w.name);
+    deviceMaps_.init(self().name, names, options_.deviceMaps, cuda::deviceCount());
+  }
+#endif
   auto [host, port] = splitHostPort(assignment_.workers[selfRank_].address);
   std::string listenHost = options_.listenHost.empty() ? resolveHost(host) : options_.listenHost;
   context_ = std::make_shared<tensorpipe::Context>(tensorpipe::ContextOptions().name(self().name));
   registry_ = registerTensorpipeContexts(*context_, options_.transports, options_.channels,
                                          listenHost, options_.mptLanes,
                                          options_.hooks.wrapTransport, options_.hooks.wrapChannel);
-  descriptorsBlob_ = wire::encodeChannelDescriptors(localDescriptors(registry_));
+  wire::ChannelDescriptors descriptors = localDescriptors(registry_);
+#if RPCJOB_WITH_CUDA
+  deviceMaps_.appendHandshake(descriptors);  // device count and maps, for the peers' checks
+#endif
+  descriptorsBlob_ = wire::encodeChannelDescriptors(descriptors);
   // The listener must listen on every transport: a pipe first connects over uv
   // and TensorPipe then moves it to the best transport the listener offers.
   std::vector<std::string> urls;
@@ -131,6 +142,12 @@ void RuntimeImpl::start() {
       pipeTo(static_cast<int>(r), generation);
     }
   }
+#if RPCJOB_WITH_CUDA
+  for (const auto& w : workers_) {
+    auto targets = deviceMaps_.forRequest(w.name);
+    if (!targets->error.empty()) throw RpcError(ErrorCode::kInvalidArgument, w.name, targets->error);
+  }
+#endif
 }
 
 void RuntimeImpl::acceptLoop() {
@@ -371,6 +388,9 @@ void RuntimeImpl::onClientMessage(int rank, uint64_t generation, IncomingMessage
   std::string bad = wire::decodeChannelDescriptors(msg.payload.data(), msg.payload.size(), remote);
   std::vector<ChannelChoice> choices;
   if (bad.empty()) {
+#if RPCJOB_WITH_CUDA
+    deviceMaps_.onCalleeDescriptors(peer.info.name, remote);  // before start() looks
+#endif
     std::string transport = selectTransport(registry_, remote);
     for (const auto& s : selectChannels(registry_, remote)) {
       choices.push_back({peer.info.name, s.localDevice, s.remoteDevice, s.channel, transport});

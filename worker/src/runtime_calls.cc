@@ -76,7 +76,11 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   }
   std::shared_ptr<OutgoingMessage> message;
   try {
+#if RPCJOB_WITH_CUDA
+    message = makeMessage(header, value, deviceMaps_.forRequest(peerName).get());
+#else
     message = makeMessage(header, value);  // fills in header.id below
+#endif
   } catch (...) {
     state->fail(std::current_exception());
     return future;
@@ -132,7 +136,12 @@ void RuntimeImpl::completePending(uint64_t id, IncomingMessage& msg) {
                                              "worker '" + peerName + "': " + msg.header.error));
   } else {
     try {
-      pending.future->complete(decodeValue(msg));
+      c10::IValue value = decodeValue(msg);
+      if (!msg.events.empty()) {  // CUDA: one per device the value lives on
+        std::lock_guard<std::mutex> lock(pending.future->mu);
+        pending.future->events = std::move(msg.events);
+      }
+      pending.future->complete(std::move(value));
     } catch (...) {
       error = std::current_exception();
     }
@@ -180,6 +189,14 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
   const wire::Header& h = msg.header;
   switch (h.type) {
     case wire::MessageType::kHello: {
+#if RPCJOB_WITH_CUDA
+      if (server->callerRank >= 0) {  // the caller's device map to us: responses invert it
+        wire::ChannelDescriptors caller;
+        if (wire::decodeChannelDescriptors(msg.payload.data(), msg.payload.size(), caller).empty()) {
+          deviceMaps_.onCallerDescriptors(workers_[server->callerRank].name, caller);
+        }
+      }
+#endif
       wire::Header reply;
       reply.type = wire::MessageType::kHelloReply;
       writeServer(server, makeRawMessage(reply, descriptorsBlob_));
@@ -194,7 +211,7 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
         replyError(server, h.id, wire::ErrorKind::kBadRequest, e.what());
         return;
       }
-      serveCall(server, h, std::move(args));
+      serveCall(server, h, std::move(args), std::move(msg.events));
       return;
     }
     case wire::MessageType::kRRefFetch: {
@@ -233,7 +250,7 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
 }
 
 void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wire::Header& header,
-                            c10::IValue args) {
+                            c10::IValue args, std::vector<std::shared_ptr<DeviceEvent>> events) {
   bool remoteCall = header.type == wire::MessageType::kRemoteCall;
   std::shared_ptr<detail::FutureState> owned;
   if (remoteCall) {
@@ -293,11 +310,13 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
     reply(server, id, result, name, start);
   };
   if (fn.options.runInline || fn.async) {
+    for (auto& e : events) e->blockCurrentStream();
     respond(runLocal(fn, caller, header.function, std::move(argv)));
     return;
   }
   auto name = header.function;
-  auto task = [this, &fn, &caller, name, argv = std::move(argv), respond]() mutable {
+  auto task = [this, &fn, &caller, name, argv = std::move(argv), respond, events]() mutable {
+    for (auto& e : events) e->blockCurrentStream();  // this thread's current streams
     respond(runLocal(fn, caller, name, std::move(argv)));
   };
   if (!pool_->submit(task)) {
@@ -328,7 +347,12 @@ void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
     if (!error) {
       h.type = wire::MessageType::kResponse;
       try {
+#if RPCJOB_WITH_CUDA
+        std::string caller = server->callerRank >= 0 ? workers_[server->callerRank].name : "?";
+        message = makeMessage(h, &done.value(), deviceMaps_.forResponse(caller).get());
+#else
         message = makeMessage(h, &done.value());
+#endif
       } catch (...) {
         error = std::current_exception();
       }

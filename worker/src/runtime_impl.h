@@ -27,6 +27,9 @@
 #include "serialization.h"
 #include "tensorpipe_registry.h"
 #include "thread_pool.h"
+#if RPCJOB_WITH_CUDA
+#include "cuda/device_maps.h"
+#endif
 
 namespace tensorpipe {
 class Context;
@@ -151,8 +154,10 @@ class RuntimeImpl {
 
   // runtime_calls.cc
   void onServerMessage(const std::shared_ptr<ServerPipe>& server, IncomingMessage& msg);
+  // `events` (CUDA build): the request's tensors are ready once they occurred;
+  // the function runs with its current streams waiting on them.
   void serveCall(const std::shared_ptr<ServerPipe>& server, const wire::Header& header,
-                 c10::IValue args);
+                 c10::IValue args, std::vector<std::shared_ptr<DeviceEvent>> events = {});
   void reply(const std::shared_ptr<ServerPipe>& server, uint64_t id, const Future& result,
              const std::string& function, Clock::time_point start);
   void replyError(const std::shared_ptr<ServerPipe>& server, uint64_t id, wire::ErrorKind kind,
@@ -197,6 +202,9 @@ class RuntimeImpl {
   std::vector<std::shared_ptr<ServerPipe>> serverPipes_;
   std::atomic<int64_t> serving_{0};  // requests being served here
 
+#if RPCJOB_WITH_CUDA
+  cuda::DeviceMapTable deviceMaps_;  // validated in start(), completed by handshakes
+#endif
   std::unique_ptr<RRefContext> rrefs_;
   std::unique_ptr<class ShutdownCoordinator> shutdown_;
 };

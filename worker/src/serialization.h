@@ -21,6 +21,9 @@ class Allocation;
 
 namespace rpcjob::runtime {
 
+class DeviceEvent;
+struct DeviceTargets;  // CUDA build: cuda/device_maps.h
+
 // Owns what a TensorPipe write points into until the write completes.
 struct OutgoingMessage {
   std::string header;
@@ -28,12 +31,18 @@ struct OutgoingMessage {
   std::vector<at::Tensor> tensors;
   std::vector<std::string> tensorMeta;
   bool hasPayload = false;
+  // CUDA build: per tensor, its device at the peer (-1: cpu) and the stream it
+  // is sent from (a cudaStream_t; null for host memory). Empty otherwise.
+  std::vector<int> targets;
+  std::vector<void*> streams;
   tensorpipe::Message toTensorpipe();
 };
 
 // `value` may be null (a message with a header only). Throws RpcError
 // (kBadMessage) for values that cannot travel (sparse tensors, objects, ...).
-std::shared_ptr<OutgoingMessage> makeMessage(const wire::Header& header, const c10::IValue* value);
+// `targets` (CUDA build) says where tensors go on the peer; null: CPU only.
+std::shared_ptr<OutgoingMessage> makeMessage(const wire::Header& header, const c10::IValue* value,
+                                             const DeviceTargets* targets = nullptr);
 // A message whose payload is raw bytes (the handshake's descriptors).
 std::shared_ptr<OutgoingMessage> makeRawMessage(const wire::Header& header, std::string bytes);
 
@@ -42,6 +51,12 @@ struct IncomingMessage {
   wire::Header header;
   std::vector<char> payload;
   std::vector<at::Tensor> tensors;
+  // CUDA build: per tensor, the stream it is read on (a cudaStream_t; null for
+  // host memory) and the device it moves to after the read (-1: none); the
+  // events decodeValue() records once the read was enqueued, one per device.
+  std::vector<void*> streams;
+  std::vector<int> moveTo;
+  std::vector<std::shared_ptr<DeviceEvent>> events;
 };
 
 // Checks the descriptor (header, sizes, tensor metadata) and allocates buffers;
