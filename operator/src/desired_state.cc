@@ -290,6 +290,10 @@ DesiredState Computation::finish() {
     if (!worth || c.reason.empty()) continue;
     bool warning = (c.type == "Failed" && isTrueNow) || (c.type == "Restarting" && isTrueNow) ||
                    (c.type == "Planned" && !isTrueNow);
+    // One Event per reason (Invalid turns two conditions at once).
+    bool seen = std::any_of(d_.events.begin(), d_.events.end(),
+                            [&](const JobEvent& e) { return e.reason == c.reason; });
+    if (seen) continue;
     d_.events.push_back({warning ? "Warning" : "Normal", c.reason,
                          c.message.empty() ? c.type + " is " + c.status : c.message});
   }

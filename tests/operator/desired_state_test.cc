@@ -377,6 +377,7 @@ TEST(DesiredState, InvalidJobIsRecordedOnceNeverRetried) {
   EXPECT_EQ(w.status().phase, "Failed");
   EXPECT_EQ(w.conditionString("Failed"), "True/Invalid");
   EXPECT_NE(w.condition("Failed")->message.find("nvidia.com/gpu"), std::string::npos);
+  EXPECT_EQ(w.events, std::vector<std::string>{"Invalid"}) << "one Event for two conditions";
   EXPECT_FALSE(w.step().statusChanged);
 
   // Fixed by an edit: looked at again.

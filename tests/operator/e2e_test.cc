@@ -1,0 +1,469 @@
+// End-to-end: the real rpcjob-operator binary against a real control plane
+// (etcd, kube-apiserver and kube-controller-manager v1.20.2, one for this whole
+// binary). There is no scheduler or kubelet: fake GPU Nodes are registered
+// through the API, and the tests play the kubelet by patching pod status.
+// Every test has its own namespace, its own nodes (selected by a label, so jobs
+// of one test never land on another's) and its own operator process; waits poll
+// with deadlines, never fixed sleeps.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "control_plane.h"
+#include "rpcjob/assignment/assignment.h"
+#include "rpcjob/operator/client.h"
+
+namespace rpcjob::kube {
+namespace {
+
+using namespace std::chrono_literals;
+using rpcjob::testing::ControlPlane;
+namespace r = resources;
+
+ControlPlane* gPlane = nullptr;
+std::string gSkipReason, gStartError;
+
+class KubeEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    gSkipReason = ControlPlane::unavailableReason();
+    if (!gSkipReason.empty()) return;
+    try {
+      plane_ = std::make_unique<ControlPlane>();
+      gPlane = plane_.get();
+    } catch (const std::exception& e) {
+      gStartError = e.what();
+    }
+  }
+  void TearDown() override {
+    gPlane = nullptr;
+    plane_.reset();
+  }
+
+ private:
+  std::unique_ptr<ControlPlane> plane_;
+};
+const auto* gEnv = ::testing::AddGlobalTestEnvironment(new KubeEnvironment);
+
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      if (pred()) return true;
+    } catch (const ApiError&) {
+      // the server may be restarting: keep polling
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  try {
+    return pred();
+  } catch (const ApiError&) {
+    return false;
+  }
+}
+
+// The operator binary, started for one test; SIGTERM (Lease released) on scope exit.
+class OperatorProcess {
+ public:
+  OperatorProcess(const std::string& ns, const std::string& id) {
+    log_ = gPlane->dir() + "/operator-" + id + ".log";
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 2);
+      dup2(fd, 1);
+      std::string kc = gPlane->kubeconfig();
+      setenv("POD_NAME", id.c_str(), 1);
+      execl(RPCJOB_OPERATOR_BINARY, "rpcjob-operator", "--kubeconfig", kc.c_str(), "--namespace",
+            ns.c_str(), "--leader-elect", "--leader-election-namespace", ns.c_str(),
+            "--metrics-address", "127.0.0.1", "--metrics-port", "0", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  ~OperatorProcess() { stop(); }
+  // SIGTERM; true when it exited 0 within 10 s.
+  bool stop() {
+    if (pid_ <= 0) return true;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    bool exited = eventually([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, 10s);
+    if (!exited) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+    }
+    pid_ = -1;
+    return exited && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  std::string log() const {
+    std::ifstream in(log_);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
+};
+
+class E2e : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!gSkipReason.empty()) GTEST_SKIP() << gSkipReason;
+    ASSERT_NE(gPlane, nullptr) << "control plane did not start: " << gStartError;
+    client_ = gPlane->adminClient();
+    ensureCrd();
+    ns_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    for (auto& c : ns_) c = static_cast<char>(std::tolower(c));
+    ns_ = ns_.substr(0, 40);
+    client_->create(r::kNamespaces, "",
+                    R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" + ns_ + "\"}}");
+    // Pods are refused until kube-controller-manager made the default ServiceAccount.
+    ASSERT_TRUE(eventually(
+        [&] { return client_->tryGet(r::kServiceAccounts, ns_, "default").has_value(); }, 30s));
+  }
+  void TearDown() override {
+    for (const auto& n : nodes_) client_->removeIfExists(r::kNodes, "", n);
+  }
+
+  void ensureCrd() {
+    static bool done = false;
+    if (done) return;
+    std::ifstream in(std::string(RPCJOB_SOURCE_DIR) + "/crds/rpcjob.yaml");
+    std::stringstream yaml;
+    yaml << in.rdbuf();
+    // Created, not server-side applied: v1.20 refuses x-kubernetes-validations in an apply.
+    try {
+      client_->create(r::kCustomResourceDefinitions, "", yamlToJson(yaml.str()));
+    } catch (const ApiError& e) {
+      if (!e.alreadyExists()) throw;
+    }
+    ASSERT_TRUE(eventually(
+        [&] {
+          client_->list(r::kRpcJobs, "default");
+          return true;
+        },
+        30s));
+    done = true;
+  }
+
+  // A fake GPU node: created, then its status patched as a kubelet would.
+  void addNode(const std::string& suffix, int gpus) {
+    const std::string name = ns_.substr(0, 20) + "-" + suffix;
+    client_->create(r::kNodes, "",
+                    R"({"apiVersion":"v1","kind":"Node","metadata":{"name":")" + name +
+                        R"(","labels":{"kubernetes.io/hostname":")" + name +
+                        R"(","rpcjob.test/ns":")" + ns_ + R"("}}})");
+    client_->patchStatus(
+        r::kNodes, "", name,
+        R"({"status":{"capacity":{"nvidia.com/gpu":")" + std::to_string(gpus) +
+            R"(","cpu":"64","memory":"512Gi","pods":"110"},"allocatable":{"nvidia.com/gpu":")" +
+            std::to_string(gpus) +
+            R"(","cpu":"64","memory":"512Gi","pods":"110"},"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady"}]}})");
+    nodes_.push_back(name);
+  }
+
+  std::string jobJson(const std::string& name, int workers, int gpus,
+                      const std::string& runPolicy = "{}") const {
+    const std::string tmpl = R"({"spec":{"nodeSelector":{"rpcjob.test/ns":")" + ns_ +
+                             R"("},"containers":[{"name":"w","image":"rpcjob-worker"}]}})";
+    return R"({"apiVersion":"rpcjob.dev/v1alpha1","kind":"RpcJob","metadata":{"name":")" + name +
+           R"("},"spec":{"workers":[{"name":"master","gpusPerWorker":)" + std::to_string(gpus) +
+           R"(,"template":)" + tmpl + R"(},{"name":"worker","replicas":)" +
+           std::to_string(workers) + R"(,"gpusPerWorker":)" + std::to_string(gpus) +
+           R"(,"template":)" + tmpl + R"(}],"runPolicy":)" + runPolicy + "}}";
+  }
+
+  std::string field(const std::string& job, const std::string& pointer) {
+    auto o = client_->tryGet(r::kRpcJobs, ns_, job);
+    return o ? jsonString(o->json, pointer).value_or("") : "";
+  }
+  std::string phase(const std::string& job) { return field(job, "/status/phase"); }
+  // "True/Reason" of a condition, "" when absent.
+  std::string condition(const std::string& job, const std::string& type) {
+    for (int i = 0; i < 8; ++i) {
+      std::string p = "/status/conditions/" + std::to_string(i);
+      if (field(job, p + "/type") == type) {
+        return field(job, p + "/status") + "/" + field(job, p + "/reason");
+      }
+    }
+    return "";
+  }
+  std::vector<Object> pods(const std::string& job) {
+    ListOptions o;
+    o.labelSelector = "rpcjob.dev/job-name=" + job;
+    return client_->list(r::kPods, ns_, o).items;
+  }
+  std::set<std::string> eventReasons() {
+    std::set<std::string> out;
+    for (const auto& e : client_->list(r::kEvents, ns_).items) {
+      out.insert(jsonString(e.json, "/reason").value_or(""));
+    }
+    return out;
+  }
+  void setPodStatus(const std::string& pod, const std::string& status) {
+    client_->patchStatus(r::kPods, ns_, pod, R"({"status":)" + status + "}");
+  }
+  void runAll(const std::string& job) {
+    for (const auto& p : pods(job)) {
+      setPodStatus(p.metadata.name,
+                   R"({"phase":"Running","conditions":[{"type":"Ready","status":"True"}]})");
+    }
+  }
+
+  std::shared_ptr<Client> client_;
+  std::string ns_;
+  std::vector<std::string> nodes_;
+};
+
+const std::string kFailed =
+    R"({"phase":"Failed","containerStatuses":[{"name":"w","ready":false,"restartCount":0,"image":"rpcjob-worker","imageID":"","state":{"terminated":{"exitCode":3,"reason":"Error"}}}]})";
+
+TEST_F(E2e, JobGetsServiceConfigMapPodsAndStatusThenRunsAndSucceeds) {
+  addNode("a", 4);
+  addNode("b", 4);
+  OperatorProcess op(ns_, "op-1");
+  client_->create(r::kRpcJobs, ns_, jobJson("train", 5, 1));
+  ASSERT_TRUE(
+      eventually([&] { return pods("train").size() == 6 && phase("train") == "Planned"; }, 30s))
+      << op.log();
+  // The Service: headless, addresses published before readiness.
+  Object svc = client_->get(r::kServices, ns_, "train");
+  EXPECT_EQ(jsonString(svc.json, "/spec/clusterIP"), "None");
+  EXPECT_EQ(jsonString(svc.json, "/spec/publishNotReadyAddresses"), "true");
+  ASSERT_NE(svc.metadata.controllerRef(), nullptr);
+  // The assignment, as the runtime reads it.
+  Object cm = client_->get(r::kConfigMaps, ns_, "train-assignment");
+  Assignment a = parseAssignment(jsonString(cm.json, "/data/assignment.yaml").value_or(""));
+  ASSERT_EQ(a.worldSize(), 6);
+  EXPECT_EQ(a.byRank(0)->name, "master");
+  EXPECT_EQ(a.byName("master")->deviceMaps.size(), 5u) << "a device map to every GPU peer";
+  EXPECT_EQ(a.byName("master")->address, "train-master-0.train." + ns_ + ".svc:29500");
+  std::set<std::string> nodesUsed;
+  for (const auto& p : pods("train")) {
+    const WorkerEntry* e = nullptr;
+    for (const auto& w : a.workers) e = w.pod == p.metadata.name ? &w : e;
+    ASSERT_NE(e, nullptr) << p.metadata.name;
+    EXPECT_EQ(jsonString(p.json, "/spec/containers/0/env/1/value"), std::to_string(e->rank));
+    EXPECT_EQ(jsonString(p.json,
+                         "/spec/affinity/nodeAffinity/"
+                         "requiredDuringSchedulingIgnoredDuringExecution/"
+                         "nodeSelectorTerms/0/matchExpressions/0/values/0"),
+              e->node)
+        << "pinned by required node affinity";
+    EXPECT_EQ(jsonString(p.json, "/spec/containers/0/resources/limits/nvidia.com~1gpu"), "1");
+    EXPECT_EQ(jsonString(p.json, "/spec/subdomain"), "train");
+    ASSERT_NE(p.metadata.controllerRef(), nullptr);
+    EXPECT_EQ(p.metadata.controllerRef()->kind, "RpcJob");
+    nodesUsed.insert(e->node);
+  }
+  EXPECT_EQ(nodesUsed.size(), 2u) << "6 one-GPU workers on two 4-GPU nodes";
+  EXPECT_EQ(field("train", "/status/workerCount"), "6");
+  EXPECT_EQ(field("train", "/status/workers/0/name"), "master");
+  EXPECT_EQ(condition("train", "Planned"), "True/Planned");
+  EXPECT_FALSE(field("train", "/status/startTime").empty());
+
+  runAll("train");
+  ASSERT_TRUE(eventually([&] { return phase("train") == "Running"; }, 20s)) << op.log();
+  EXPECT_TRUE(eventually([&] { return field("train", "/status/readyWorkers") == "6"; }, 10s));
+  for (const auto& p : pods("train")) setPodStatus(p.metadata.name, R"({"phase":"Succeeded"})");
+  ASSERT_TRUE(eventually([&] { return phase("train") == "Succeeded"; }, 20s)) << op.log();
+  EXPECT_FALSE(field("train", "/status/completionTime").empty());
+  EXPECT_TRUE(op.stop()) << op.log();
+}
+
+TEST_F(E2e, FailedWorkerRestartsWithSamePodNamesThenFailsAfterBackoffLimit) {
+  addNode("a", 4);
+  OperatorProcess op(ns_, "op-1");
+  client_->create(r::kRpcJobs, ns_, jobJson("flaky", 2, 1, R"({"backoffLimit":1})"));
+  ASSERT_TRUE(eventually([&] { return pods("flaky").size() == 3; }, 30s)) << op.log();
+  std::set<std::string> names, uids;
+  for (const auto& p : pods("flaky")) {
+    names.insert(p.metadata.name);
+    uids.insert(p.metadata.uid);
+  }
+  runAll("flaky");
+  ASSERT_TRUE(eventually([&] { return phase("flaky") == "Running"; }, 20s)) << op.log();
+  setPodStatus("flaky-worker-1", kFailed);
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto ps = pods("flaky");
+        if (ps.size() != 3 || field("flaky", "/status/restarts") != "1") return false;
+        for (const auto& p : ps) {
+          if (uids.count(p.metadata.uid) || !names.count(p.metadata.name)) return false;
+          if (p.metadata.labels.at("rpcjob.dev/restart-generation") != "1") return false;
+        }
+        return true;
+      },
+      30s))
+      << op.log();
+  EXPECT_TRUE(eventually([&] { return eventReasons().count("WorkerFailed") > 0; }, 10s));
+  EXPECT_TRUE(
+      eventually([&] { return condition("flaky", "Restarting") == "False/Relaunched"; }, 10s));
+
+  runAll("flaky");
+  setPodStatus("flaky-master-0", kFailed);
+  ASSERT_TRUE(eventually([&] { return phase("flaky") == "Failed"; }, 20s)) << op.log();
+  EXPECT_EQ(condition("flaky", "Failed"), "True/BackoffLimitExceeded");
+  EXPECT_EQ(field("flaky", "/status/restarts"), "1");
+  // cleanPodPolicy Running (the default): the pods still running are deleted.
+  EXPECT_TRUE(eventually([&] { return pods("flaky").size() == 1; }, 20s));
+}
+
+TEST_F(E2e, SuspendDeletesPodsAndResumeRecreatesThem) {
+  addNode("a", 4);
+  OperatorProcess op(ns_, "op-1");
+  client_->create(r::kRpcJobs, ns_, jobJson("pausable", 1, 1));
+  ASSERT_TRUE(eventually([&] { return pods("pausable").size() == 2; }, 30s)) << op.log();
+  client_->mergePatch(r::kRpcJobs, ns_, "pausable", R"({"spec":{"runPolicy":{"suspend":true}}})");
+  ASSERT_TRUE(
+      eventually([&] { return phase("pausable") == "Suspended" && pods("pausable").empty(); }, 20s))
+      << op.log();
+  EXPECT_EQ(condition("pausable", "Suspended"), "True/Suspended");
+  EXPECT_TRUE(client_->tryGet(r::kConfigMaps, ns_, "pausable-assignment").has_value());
+  client_->mergePatch(r::kRpcJobs, ns_, "pausable", R"({"spec":{"runPolicy":{"suspend":false}}})");
+  ASSERT_TRUE(eventually([&] { return pods("pausable").size() == 2; }, 20s)) << op.log();
+  EXPECT_TRUE(
+      eventually([&] { return condition("pausable", "Suspended") == "False/Resumed"; }, 10s));
+}
+
+TEST_F(E2e, UnschedulableAndInvalidJobsGetAClearConditionAndNoPods) {
+  addNode("a", 4);
+  OperatorProcess op(ns_, "op-1");
+  client_->create(r::kRpcJobs, ns_, jobJson("huge", 1, 16));
+  ASSERT_TRUE(
+      eventually([&] { return condition("huge", "Planned") == "False/Unschedulable"; }, 30s))
+      << op.log();
+  EXPECT_NE(field("huge", "/status/conditions/0/message").find("nvidia.com/gpu"), std::string::npos)
+      << field("huge", "/status/conditions/0/message");
+  EXPECT_EQ(phase("huge"), "Pending");
+  EXPECT_TRUE(eventually([&] { return eventReasons().count("Unschedulable") > 0; }, 10s));
+  EXPECT_TRUE(pods("huge").empty());
+  EXPECT_FALSE(client_->tryGet(r::kConfigMaps, ns_, "huge-assignment"));
+
+  // Valid for the API server (v1.20 drops the CRD's CEL), not for rpcjob: GPUs
+  // must come from gpusPerWorker, not from the template.
+  client_->create(
+      r::kRpcJobs, ns_,
+      R"({"apiVersion":"rpcjob.dev/v1alpha1","kind":"RpcJob","metadata":{"name":"bad"},"spec":{"workers":[{"name":"master","template":{"spec":{"containers":[{"name":"w","image":"i","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}}]}})");
+  ASSERT_TRUE(eventually([&] { return condition("bad", "Failed") == "True/Invalid"; }, 30s))
+      << op.log();
+  EXPECT_TRUE(pods("bad").empty());
+  // Recorded once: one status write, one Event; no retry storm.
+  std::string rv = client_->get(r::kRpcJobs, ns_, "bad").metadata.resourceVersion;
+  EXPECT_TRUE(eventually([&] { return eventReasons().count("Invalid") > 0; }, 10s));
+  client_->mergePatch(r::kRpcJobs, ns_, "bad", R"({"metadata":{"labels":{"poke":"1"}}})");
+  std::this_thread::sleep_for(1s);  // a negative check: nothing more may happen
+  int invalidEvents = 0;
+  for (const auto& e : client_->list(r::kEvents, ns_).items) {
+    invalidEvents += jsonString(e.json, "/reason") == "Invalid";
+  }
+  EXPECT_EQ(invalidEvents, 1);
+  EXPECT_EQ(field("bad", "/status/observedGeneration"), "1");
+  (void)rv;
+}
+
+TEST_F(E2e, DeadlineFailsTheJobAndTtlDeletesIt) {
+  addNode("a", 4);
+  OperatorProcess op(ns_, "op-1");
+  client_->create(
+      r::kRpcJobs, ns_,
+      jobJson("timed", 1, 1, R"({"activeDeadlineSeconds":2,"ttlSecondsAfterFinished":2})"));
+  ASSERT_TRUE(
+      eventually([&] { return condition("timed", "Failed") == "True/DeadlineExceeded"; }, 30s))
+      << op.log();
+  EXPECT_TRUE(eventually([&] { return !client_->tryGet(r::kRpcJobs, ns_, "timed"); }, 30s))
+      << op.log();
+}
+
+TEST_F(E2e, OperatorRecoversFromApiserverRestart) {
+  addNode("a", 4);
+  OperatorProcess op(ns_, "op-1");
+  client_->create(r::kRpcJobs, ns_, jobJson("before", 1, 1));
+  ASSERT_TRUE(eventually([&] { return pods("before").size() == 2; }, 30s)) << op.log();
+  gPlane->restartApiserver();
+  client_ = gPlane->adminClient();
+  client_->create(r::kRpcJobs, ns_, jobJson("after", 1, 1));
+  EXPECT_TRUE(
+      eventually([&] { return pods("after").size() == 2 && phase("after") == "Planned"; }, 90s))
+      << op.log();
+  EXPECT_EQ(pods("before").size(), 2u);
+}
+
+TEST_F(E2e, RestartedOperatorMakesNoDuplicateChildren) {
+  addNode("a", 8);
+  std::set<std::string> uids;
+  {
+    OperatorProcess op(ns_, "op-1");
+    client_->create(r::kRpcJobs, ns_, jobJson("steady", 3, 1));
+    ASSERT_TRUE(eventually([&] { return pods("steady").size() == 4; }, 30s)) << op.log();
+    ASSERT_TRUE(eventually([&] { return phase("steady") == "Planned"; }, 10s));
+    for (const auto& p : pods("steady")) uids.insert(p.metadata.uid);
+    EXPECT_TRUE(op.stop()) << op.log();
+  }
+  std::string rv = client_->get(r::kRpcJobs, ns_, "steady").metadata.resourceVersion;
+  OperatorProcess again(ns_, "op-2");
+  // The new operator reconciles (it reports the pods Running) and changes nothing else.
+  runAll("steady");
+  ASSERT_TRUE(eventually([&] { return phase("steady") == "Running"; }, 30s)) << again.log();
+  std::set<std::string> after;
+  for (const auto& p : pods("steady")) after.insert(p.metadata.uid);
+  EXPECT_EQ(after, uids);
+  EXPECT_EQ(client_->list(r::kServices, ns_).items.size(), 1u);
+  EXPECT_EQ(client_->list(r::kConfigMaps, ns_).items.size(),
+            1u +
+                /* kube-root-ca.crt, if any */
+                (client_->tryGet(r::kConfigMaps, ns_, "kube-root-ca.crt") ? 1u : 0u));
+  EXPECT_EQ(again.log().find("created"), std::string::npos) << again.log();
+}
+
+TEST_F(E2e, TwoReplicasOneLeader) {
+  addNode("a", 8);
+  OperatorProcess a(ns_, "op-a");
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto l = client_->tryGet(r::kLeases, ns_, "rpcjob-operator");
+        return l && jsonString(l->json, "/spec/holderIdentity") == "op-a";
+      },
+      30s))
+      << a.log();
+  OperatorProcess b(ns_, "op-b");
+  client_->create(r::kRpcJobs, ns_, jobJson("one", 1, 1));
+  ASSERT_TRUE(eventually([&] { return pods("one").size() == 2; }, 30s)) << a.log();
+  EXPECT_NE(a.log().find("created Pod"), std::string::npos);
+  EXPECT_EQ(b.log().find("reconcile"), std::string::npos) << "the standby reconciled:\n" << b.log();
+  // The leader steps down (SIGTERM releases the Lease): the standby takes over.
+  EXPECT_TRUE(a.stop());
+  client_->create(r::kRpcJobs, ns_, jobJson("two", 1, 1));
+  EXPECT_TRUE(eventually([&] { return pods("two").size() == 2; }, 30s)) << b.log();
+  EXPECT_NE(b.log().find("created Pod"), std::string::npos) << b.log();
+}
+
+TEST_F(E2e, DeletingTheJobRemovesItsChildren) {
+  addNode("a", 4);
+  OperatorProcess op(ns_, "op-1");
+  client_->create(r::kRpcJobs, ns_, jobJson("doomed", 1, 1));
+  ASSERT_TRUE(eventually([&] { return pods("doomed").size() == 2; }, 30s)) << op.log();
+  client_->remove(r::kRpcJobs, ns_, "doomed", DeleteOptions{"Background", "", std::nullopt});
+  // Garbage collection (kube-controller-manager) follows the ownerReferences. It
+  // learns a new CRD at its 30 s discovery resync: this test runs last, so the
+  // control plane is old enough by then.
+  EXPECT_TRUE(eventually(
+      [&] {
+        return pods("doomed").empty() && !client_->tryGet(r::kServices, ns_, "doomed") &&
+               !client_->tryGet(r::kConfigMaps, ns_, "doomed-assignment");
+      },
+      60s))
+      << op.log();
+}
+
+}  // namespace
+}  // namespace rpcjob::kube
