@@ -23,6 +23,9 @@ namespace r = kube::resources;
 // Per-peer channels and device maps are copied into status.workers only up to
 // this many workers (all pairs grow quadratically; the ConfigMap has them all).
 constexpr int kMaxWorkersWithPeerTables = 32;
+// How long pods rejected by the scheduler wait before they are planned and
+// created again.
+constexpr std::chrono::seconds kReplanDelay{10};
 
 // What the run policy needs to know of one pod.
 struct PodView {
@@ -450,9 +453,17 @@ DesiredState Computation::run() {
   }
 
   // Create what is missing; a name still held by an old pod waits for its deletion.
+  // After a scheduler rejection, wait kReplanDelay first: the cluster may not have
+  // changed yet, and an identical plan would only be rejected again.
+  std::optional<Clock::time_point> holdUntil;
+  if (const api::Condition* c = findCondition(prev_.conditions, "Restarting");
+      c && c->status == "True" && c->reason == "SchedulerRejected") {
+    auto since = parseTime(c->lastTransitionTime);
+    if (since && o_.now < *since + kReplanDelay) holdUntil = *since + kReplanDelay;
+  }
   size_t present = current.size();
   for (const auto& pp : d_.plan.pods) {
-    if (current.count(pp.name) || taken.count(pp.name)) continue;
+    if (current.count(pp.name) || taken.count(pp.name) || holdUntil) continue;
     std::string hostname = pp.node;
     for (const auto& node : o_.cluster.nodes) {
       if (node.name != pp.node) continue;
@@ -480,7 +491,10 @@ DesiredState Computation::run() {
   } else {
     d_.status.phase = running == n ? "Running" : "Planned";
   }
-  if (deadline) {
+  if (holdUntil) {
+    d_.requeueAfter = std::chrono::duration_cast<std::chrono::milliseconds>(*holdUntil - o_.now) +
+                      std::chrono::milliseconds(100);
+  } else if (deadline) {
     auto start = parseTime(d_.status.startTime).value_or(o_.now);
     auto left = start + std::chrono::seconds(*deadline) - o_.now;
     d_.requeueAfter = std::chrono::duration_cast<std::chrono::milliseconds>(left) +

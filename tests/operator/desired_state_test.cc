@@ -338,8 +338,14 @@ TEST(DesiredState, SchedulerRejectionReplansWithoutCountingARestart) {
   EXPECT_EQ(w.status().restarts, 0);
   EXPECT_EQ(w.conditionString("Restarting"), "True/SchedulerRejected");
   EXPECT_NE(w.condition("Restarting")->message.find("Insufficient"), std::string::npos);
+  DesiredState wait = w.step();
+  EXPECT_TRUE(w.pods_.empty()) << "re-planned only after a delay";
+  ASSERT_TRUE(wait.requeueAfter);
+  EXPECT_NEAR(wait.requeueAfter->count(), 10100, 10);
+  w.now += 10s;
   w.step();
   EXPECT_EQ(w.pods_.size(), 4u);
+  EXPECT_EQ(w.conditionString("Restarting"), "False/Relaunched");
 
   w.setPodStatus("job-worker-1", R"({"phase":"Failed","reason":"OutOfnvidia.com/gpu"})");
   w.step();

@@ -436,6 +436,22 @@ TEST_F(E2e, TwoReplicasOneLeader) {
       30s))
       << a.log();
   OperatorProcess b(ns_, "op-b");
+  // The standby is ready too (a 2-replica rollout must not stall on it).
+  std::string port;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const std::string text = b.log(), marker = "/readyz on 127.0.0.1:";
+        auto at = text.find(marker);
+        if (at == std::string::npos) return false;
+        port = text.substr(at + marker.size(), text.find('\n', at) - at - marker.size());
+        return true;
+      },
+      10s))
+      << b.log();
+  std::string ready;
+  rpcjob::testing::runCommand(
+      "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" + port + "/readyz", &ready);
+  EXPECT_EQ(ready, "200") << b.log();
   client_->create(r::kRpcJobs, ns_, jobJson("one", 1, 1));
   ASSERT_TRUE(eventually([&] { return pods("one").size() == 2; }, 30s)) << a.log();
   EXPECT_NE(a.log().find("created Pod"), std::string::npos);

@@ -32,7 +32,8 @@
 //  - A pod the scheduler rejects (PodScheduled=False reason Unschedulable, or
 //    phase Failed with a kubelet admission reason: OutOf<resource>,
 //    NodeAffinity, UnexpectedAdmissionError, ...): delete the pods and re-plan
-//    from the current cluster; not counted as a restart.
+//    from the current cluster 10 s later (an unchanged cluster would give the
+//    same plan, rejected again); not counted as a restart.
 //  - A planned node that differs from a running pod's node: relaunch likewise
 //    (PlacementChanged). Pods are never changed in place.
 //  - activeDeadlineSeconds counts from startTime (when the pods were first
