@@ -9,9 +9,22 @@ print("|---|---|---|---|---|---|---|")
 for r in rows:
     print(f"| {r['impl']} | {r['channel']} | {r['small_p50_us']} / {r['small_p99_us']} | {r['rt4mb_ms']} "
           f"| {r['rt400mb_ms']} | {r['rt400mb_gbs']} | {r['model_split_s']} |")
+# PyTorch 2.11's own RPC on this machine kind (../shared/GPU.md, same host, 2 processes).
+TORCH_CPU = {"small_rtt_p50_us": 778, "small_rtt_p99_us": 1533, "async_calls_per_s": 4457,
+             "rtt_4mb_ms": 1.91, "rtt_400mb_ms": 389.6}
+CPU_ROWS = [("small CPU call p50 (us)", "small_rtt_p50_us"), ("small CPU call p99 (us)", "small_rtt_p99_us"),
+            ("async calls/s (one caller)", "async_calls_per_s"), ("4 MB CPU round trip (ms)", "rtt_4mb_ms"),
+            ("400 MB CPU round trip (ms)", "rtt_400mb_ms")]
 if len(sys.argv) > 2:
     try:
+        text = open(sys.argv[2]).read().strip()
         print("\nCPU rpcjob-bench --json (same run):\n")
-        print("```json\n" + open(sys.argv[2]).read().strip()[:3000] + "\n```")
-    except OSError as e:
+        print("```json\n" + text[:3000] + "\n```")
+        cpu = next(json.loads(l) for l in text.splitlines() if l.strip().startswith("{"))
+        print(f"\n| CPU measurement | rpcjob ({cpu.get('transport', '?')}/{cpu.get('channel', '?')}, this run) "
+              "| PyTorch 2.11 RPC (GPU.md) |")
+        print("|---|---|---|")
+        for label, key in CPU_ROWS:
+            print(f"| {label} | {cpu.get(key, 'n/a')} | {TORCH_CPU[key]} |")
+    except (OSError, StopIteration, ValueError) as e:
         print(f"(no CPU bench: {e})")

@@ -1,38 +1,167 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: configure and build the `gpu` preset, run the GPU
-# tests, the GPU benchmark (ours beside PyTorch's RPC, same run) and the CPU
-# rpcjob-bench. Logs and results under $OUT (or ./gpu-out). Usage, from the
-# repository root, with .gpudeps carried: tests/gpu/run-all.sh [build|test|bench|all]
+# One call on the GPU machine: configure and build the `gpu` preset (-j32), run the
+# GPU tests, instrument_test and metrics_test, `rpcjob run examples/model-split-cuda.yaml`
+# end to end, a 2-worker CUDA transfer between live rpcjob-workers whose /metrics is
+# fetched with curl (CUDA channel bytes and event-timed durations), the GPU benchmark
+# (ours beside PyTorch's RPC, same run) and the CPU rpcjob-bench --json.
+# Usage, from the repository root, with .gpudeps carried (made by
+# EXTRA="libtensorpipe-dev libnop-dev" ../shared/tools/gpu-deps.sh):
+#   tests/gpu/run-all.sh [build|test|e2e|bench|all]
+# Logs go to gpu-logs/ and, packed, to $OUT/logs.tgz (the device tool brings back
+# at most 8 files); $OUT/summary.txt and $OUT/table.md beside it.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
+L=$PWD/gpu-logs
+mkdir -p "$OUT" "$L"
 export NCCL_NVLS_ENABLE=0
 export DEPS=$PWD/.gpudeps/root TORCH_DIR=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')
 export CMAKE_PREFIX_PATH=$DEPS/usr:$DEPS/usr/lib/x86_64-linux-gnu/cmake:$TORCH_DIR/share/cmake
 export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu:$TORCH_DIR/lib:${LD_LIBRARY_PATH:-}
 what=${1:-all}
 B=build-gpu
+S=$OUT/summary.txt
+: >"$S"
+say() { echo "$*" | tee -a "$S"; }
+pack() { tar czf "$OUT/logs.tgz" -C "$L" . 2>/dev/null; }
+trap pack EXIT
+
+# Only Debian's TensorPipe *headers* are wanted (the interface headers libtorch lacks);
+# its library and CMake targets would shadow the TensorPipe inside libtorch.
+rm -rf "$DEPS/usr/share/cmake/Tensorpipe" "$DEPS"/usr/lib/x86_64-linux-gnu/libtensorpipe.so*
+if [[ ! -f $DEPS/usr/include/tensorpipe/channel/channel.h || ! -d $DEPS/usr/include/nop ]]; then
+  say "FATAL: .gpudeps lacks TensorPipe's interface headers or libnop:" \
+    'EXTRA="libtensorpipe-dev libnop-dev" ../shared/tools/gpu-deps.sh'
+  exit 1
+fi
+
 if [[ $what == all || $what == build ]]; then
-  (cmake --preset gpu -DRPCJOB_BUILD_OPERATOR=OFF -DTensorpipe_INCLUDE_DIR=$TORCH_DIR/include >"$OUT/configure.log" 2>&1 &&
-    cmake --build $B -j16 --target rpcjob_gpu_test rpcjob-gpu-bench >"$OUT/build.log" 2>&1) ||
-    { grep -B5 -A25 -m3 "error" "$OUT/build.log" | head -120; tail -30 "$OUT/configure.log"; exit 1; }
-  echo "build ok"
-  cmake --build $B -j16 --target rpcjob-bench >"$OUT/build_cpu_bench.log" 2>&1 ||
-    { echo "rpcjob-bench build failed"; grep -m3 -A10 error "$OUT/build_cpu_bench.log"; }
+  T0=$SECONDS
+  # Which TensorPipe headers both ship, and whether they are identical.
+  (cd "$DEPS/usr/include" && find tensorpipe -name '*.h' | sort) | while read -r f; do
+    if [[ -f $TORCH_DIR/include/$f ]]; then
+      cmp -s "$DEPS/usr/include/$f" "$TORCH_DIR/include/$f" && echo "same $f" || echo "DIFF $f"
+    else
+      echo "debian-only $f"
+    fi
+  done >"$L/tp_headers.txt"
+  say "TensorPipe headers, Debian vs libtorch: $(grep -c '^same' "$L/tp_headers.txt") identical," \
+    "$(grep -c '^DIFF' "$L/tp_headers.txt") differ, $(grep -c '^debian-only' "$L/tp_headers.txt") Debian only"
+  # Differences in code, not in comments or whitespace (the licence line changed
+  # from Facebook to Meta upstream): preprocessed without includes, blanks dropped.
+  code() { g++ -fpreprocessed -dD -E -P "$1" 2>/dev/null | tr -d ' \t\n'; }
+  grep '^DIFF' "$L/tp_headers.txt" | cut -d' ' -f2 | while read -r f; do
+    if [[ $(code "$DEPS/usr/include/$f") == "$(code "$TORCH_DIR/include/$f")" ]]; then
+      echo "comments-only $f"
+    else
+      echo "CODE-DIFF $f"
+      diff -u "$DEPS/usr/include/$f" "$TORCH_DIR/include/$f" >>"$L/tp_headers.diff"
+    fi
+  done >"$L/tp_headers_code.txt"
+  say "  of those differing: $(grep -c '^comments-only' "$L/tp_headers_code.txt") only in comments/whitespace," \
+    "$(grep -c '^CODE-DIFF' "$L/tp_headers_code.txt") in code:"
+  grep '^CODE-DIFF' "$L/tp_headers_code.txt" | tee -a "$S"
+  head -c 6000 "$L/tp_headers.diff" 2>/dev/null
+  (cmake --preset gpu -DRPCJOB_BUILD_OPERATOR=OFF -DTensorpipe_INCLUDE_DIR=$TORCH_DIR/include \
+    -DRPCJOB_TENSORPIPE_EXTRA_INCLUDE_DIR=$DEPS/usr/include >"$L/configure.log" 2>&1 &&
+    cmake --build $B -j32 --target rpcjob_gpu_test rpcjob-gpu-bench rpcjob-bench rpcjob-worker \
+      rpcjob >"$L/build.log" 2>&1) ||
+    { grep -B5 -A25 -m3 "error" "$L/build.log" | head -120; tail -30 "$L/configure.log"; exit 1; }
+  say "build ok ($((SECONDS - T0)) s)"
+  cmake --build $B -j32 --target instrument_test metrics_test >"$L/build_tests.log" 2>&1 ||
+    { say "instrument_test/metrics_test build FAILED"; grep -m3 -B2 -A12 "error" "$L/build_tests.log" | head -50; }
+  # The Debian headers the build actually read (they must be interface headers only).
+  find $B -name '*.d' -print0 | xargs -0 cat 2>/dev/null | tr ' ' '\n' |
+    grep -o '\.gpudeps/root/usr/include/\(tensorpipe\|nop\)/[^ ]*' | sort -u >"$L/debian_headers_used.txt"
+  say "Debian TensorPipe/libnop headers read by the build: $(wc -l <"$L/debian_headers_used.txt")" \
+    "($(grep -c tensorpipe/ "$L/debian_headers_used.txt") tensorpipe, see gpu-logs/debian_headers_used.txt)"
 fi
+
 if [[ $what == all || $what == test ]]; then
-  timeout 280 $B/tests/gpu/rpcjob_gpu_test --gtest_output=xml:"$OUT/gpu_test.xml" >"$OUT/gpu_test.log" 2>&1
-  echo "gpu tests rc=$?"; grep -E "^\[ *(OK|FAILED|PASSED) " "$OUT/gpu_test.log" | tail -40
-  grep -B2 -A6 "Failure" "$OUT/gpu_test.log" | head -60
-fi
-if [[ $what == all || $what == bench ]]; then
-  R=$OUT/bench.jsonl; : >"$R"
-  for ch in "" "cuda_ipc,basic"; do
-    RPCJOB_GPU_CHANNELS=$ch timeout 100 $B/tests/gpu/rpcjob-gpu-bench >>"$R" 2>>"$OUT/bench.err"
+  timeout 200 $B/tests/gpu/rpcjob_gpu_test --gtest_output=xml:"$L/gpu_test.xml" >"$L/gpu_test.log" 2>&1
+  say "gpu tests rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/gpu_test.log" | tr '\n' ' ')"
+  grep -E "^\[ *(FAILED|SKIPPED) " "$L/gpu_test.log" | tee -a "$S"
+  grep -B2 -A6 "Failure" "$L/gpu_test.log" | head -40
+  for t in instrument_test metrics_test; do
+    bin=$(find $B/tests -name $t -type f | head -1)
+    timeout 120 "$bin" >"$L/$t.log" 2>&1
+    say "$t rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/$t.log" | tr '\n' ' ')"
+    grep -E "^\[  FAILED  \] [A-Z]" "$L/$t.log" | tee -a "$S"
+    grep -B2 -A8 "Failure" "$L/$t.log" | head -30
   done
-  RPCJOB_NVLINK_COPY=kernel timeout 100 $B/tests/gpu/rpcjob-gpu-bench | sed 's/"cuda_nvlink"/"cuda_nvlink (kernel copy)"/' >>"$R" 2>>"$OUT/bench.err"
-  PYTHONUNBUFFERED=1 timeout 150 python3 benchmarks/gpu/torch_rpc_bench.py 29517 2>>"$OUT/bench.err" | grep '^{' >>"$R"
-  timeout 120 $B/worker/rpcjob-bench --json >"$OUT/cpu_bench.json" 2>>"$OUT/bench.err"
-  python3 benchmarks/gpu/table.py "$R" "$OUT/cpu_bench.json" | tee "$OUT/table.md"
-  tail -20 "$OUT/bench.err"
+fi
+
+if [[ $what == all || $what == e2e ]]; then
+  # rpcjob run of the CUDA example: the runner counts the GPUs through NVML.
+  timeout 120 $B/runner/rpcjob run examples/model-split-cuda.yaml --worker-binary $B/worker/rpcjob-worker \
+    --run-dir "$L/run-model-split-cuda" --first-port 29700 >"$L/model_split_cuda.log" 2>&1
+  rc=$?
+  say "rpcjob run examples/model-split-cuda.yaml rc=$rc"
+  grep -E "model-split:|Succeeded|Failed|Unschedulable|GPU" "$L/model_split_cuda.log" | head -8 | tee -a "$S"
+  [[ $rc == 0 ]] || tail -30 "$L/model_split_cuda.log"
+
+  # Two live workers, a CUDA transfer cuda:0 -> cuda:1 by the device map, /metrics by curl.
+  A=$L/live-assignment.yaml
+  cat >"$A" <<'YAML'
+apiVersion: rpcjob.dev/v1alpha1
+kind: Assignment
+job: {name: gpu-metrics, namespace: default}
+workers:
+  - {name: w0, rank: 0, group: w, address: "127.0.0.1:29611", metricsPort: 29621, node: local,
+     gpus: [0], deviceMaps: {w1: {"cuda:0": "cuda:1"}}}
+  - {name: w1, rank: 1, group: w, address: "127.0.0.1:29612", metricsPort: 29622, node: local,
+     gpus: [1], deviceMaps: {w0: {"cuda:1": "cuda:0"}}}
+YAML
+  W=$B/worker/rpcjob-worker
+  RPCJOB_ASSIGNMENT=$A RPCJOB_WORKER_NAME=w1 timeout 90 $W send >"$L/live_w1.log" 2>&1 &
+  p1=$!
+  RPCJOB_ASSIGNMENT=$A RPCJOB_WORKER_NAME=w0 timeout 90 $W send --bytes 4194304 --count 20 \
+    --device cuda:0 --hold-s 6 >"$L/live_w0.log" 2>&1 &
+  p0=$!
+  for _ in $(seq 300); do grep -q "^sent" "$L/live_w0.log" 2>/dev/null && break; sleep 0.2; done
+  sleep 1  # the event poller reports within microseconds; a margin all the same
+  fetch() {
+    if command -v curl >/dev/null; then
+      curl -s --max-time 5 "$1"
+    else  # no curl on the machine: the same GET from Python
+      python3 -c 'import sys,urllib.request;print(urllib.request.urlopen(sys.argv[1],timeout=5).read().decode(),end="")' "$1"
+    fi
+  }
+  fetch http://127.0.0.1:29621/metrics >"$L/metrics_w0.txt"
+  fetch http://127.0.0.1:29622/metrics >"$L/metrics_w1.txt"
+  wait $p0; r0=$?
+  wait $p1; r1=$?
+  say "live CUDA transfer: w0 rc=$r0, w1 rc=$r1; $(grep -m1 '^sent' "$L/live_w0.log")"
+  python3 - "$L/metrics_w0.txt" "$L/metrics_w1.txt" <<'PY' 2>&1 | tee -a "$S"
+import re, sys
+ok = True
+for path, direction in zip(sys.argv[1:], ("send", "recv")):
+    text = open(path).read()
+    def total(metric):
+        s = 0.0
+        for m in re.finditer(r'^' + metric + r'\{([^}]*)\} (\S+)$', text, re.M):
+            if re.search(r'channel="cuda_[a-z]+"', m.group(1)) and f'direction="{direction}"' in m.group(1):
+                s += float(m.group(2))
+        return s
+    b = total("rpcjob_channel_bytes_total")
+    n = total("rpcjob_channel_transfer_duration_seconds_count")
+    t = total("rpcjob_channel_transfer_duration_seconds_sum")
+    chans = sorted(set(re.findall(r'rpcjob_channel_bytes_total\{[^}]*channel="(cuda_[a-z]+)"', text)))
+    good = b > 0 and n > 0
+    ok &= good
+    print(f"  {path.split('/')[-1]} ({direction}): CUDA channels {chans}, bytes {b:.0f}, "
+          f"event-timed transfers {n:.0f}, mean {1e6 * t / n if n else 0:.1f} us -> {'OK' if good else 'FAIL'}")
+print("live /metrics check:", "OK" if ok else "FAIL")
+PY
+fi
+
+if [[ $what == all || $what == bench ]]; then
+  R=$L/bench.jsonl
+  : >"$R"
+  for ch in "" "cuda_ipc,basic"; do
+    RPCJOB_GPU_CHANNELS=$ch timeout 100 $B/tests/gpu/rpcjob-gpu-bench >>"$R" 2>>"$L/bench.err"
+  done
+  PYTHONUNBUFFERED=1 timeout 150 python3 benchmarks/gpu/torch_rpc_bench.py 29517 2>>"$L/bench.err" | grep '^{' >>"$R"
+  timeout 120 $B/worker/rpcjob-bench --json >"$L/cpu_bench.json" 2>>"$L/bench.err"
+  python3 benchmarks/gpu/table.py "$R" "$L/cpu_bench.json" | tee "$OUT/table.md"
+  tail -8 "$L/bench.err"
 fi

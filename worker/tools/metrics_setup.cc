@@ -23,6 +23,9 @@
 #if RPCJOB_HAS_INSTRUMENT
 #include <rpcjob/instrument/instrument.h>
 #endif
+#if RPCJOB_HAS_INSTRUMENT && RPCJOB_WITH_CUDA
+#include "cuda_event_timer.h"
+#endif
 
 namespace rpcjob::worker {
 namespace {
@@ -161,10 +164,23 @@ void WorkerMetrics::install(runtime::RuntimeOptions& options,
                             const std::vector<std::string>& functions) {
 #if RPCJOB_HAS_INSTRUMENT
   metrics::ChannelMetrics& channels = metrics_->channels();
+#if RPCJOB_WITH_CUDA
+  // CUDA channels complete when their copies are enqueued: time them with CUDA
+  // events on the buffers' streams (one timer, one poller thread, for all).
+  std::shared_ptr<instrument::TransferTimer> cudaTimer = runtime::cuda::makeCudaEventTimer();
+  options.hooks.wrapChannel = [&channels, cudaTimer](
+                                  const std::string& name,
+                                  std::shared_ptr<tensorpipe::channel::Context> context) {
+    const bool cuda = name.rfind("cuda_", 0) == 0;
+    return instrument::instrumentChannel(name, std::move(context), channels,
+                                         cuda ? cudaTimer : nullptr);
+  };
+#else
   options.hooks.wrapChannel = [&channels](const std::string& name,
                                           std::shared_ptr<tensorpipe::channel::Context> context) {
     return instrument::instrumentChannel(name, std::move(context), channels);
   };
+#endif
   options.hooks.wrapTransport = [&channels](
                                     const std::string& name,
                                     std::shared_ptr<tensorpipe::transport::Context> context) {

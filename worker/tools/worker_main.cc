@@ -4,7 +4,8 @@
 //   rpcjob-worker serve [--deadline-s N]   serve calls until every worker shuts down
 //   rpcjob-worker bench [--json] [--no-large]   rank 0 measures every peer; others serve
 //   rpcjob-worker model-split [--iterations N] [--size N]   the seeds' experiment (workloads/)
-//   rpcjob-worker send --bytes N --count K   rank 0 sends K tensors of N bytes to every
+//   rpcjob-worker send --bytes N --count K [--device D]   rank 0 sends K tensors of N
+//                                            bytes (on device D, default cpu) to every
 //                                            peer (known traffic, for the metrics tests)
 //   common: [--metrics-port N] [--hold-s N] (wait N s before the shutdown barrier)
 //   rpcjob-worker --version
@@ -35,7 +36,7 @@ int usage() {
       << "usage: rpcjob-worker serve [--deadline-s N]\n"
          "       rpcjob-worker bench [--json] [--no-large]\n"
          "       rpcjob-worker model-split [--iterations N] [--size N]\n"
-         "       rpcjob-worker send --bytes N --count K\n"
+         "       rpcjob-worker send --bytes N --count K [--device cpu|cuda:N]\n"
          "       common options: [--metrics-port N] [--hold-s N]\n"
          "       rpcjob-worker --version\n"
          "identity: RPCJOB_ASSIGNMENT or RPCJOB_PEERS, and RPCJOB_WORKER_NAME or RPCJOB_RANK\n";
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
   long deadlineSeconds = 24 * 3600;
   int metricsPort = -1;  // -1: RPCJOB_METRICS_PORT or the assignment's metricsPort
   long sendBytes = 1 << 20, sendCount = 10, holdSeconds = 0;
+  std::string sendDevice = "cpu";
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--json") {
@@ -74,6 +76,8 @@ int main(int argc, char** argv) {
       metricsPort = std::stoi(argv[++i]);
     } else if (arg == "--bytes" && i + 1 < argc) {
       sendBytes = std::stol(argv[++i]);
+    } else if (arg == "--device" && i + 1 < argc) {
+      sendDevice = argv[++i];
     } else if (arg == "--count" && i + 1 < argc) {
       sendCount = std::stol(argv[++i]);
     } else if (arg == "--hold-s" && i + 1 < argc) {
@@ -94,6 +98,7 @@ int main(int argc, char** argv) {
   try {
     rpcjob::Identity identity = rpcjob::identityFromEnvironment();
     RuntimeOptions options = optionsFromAssignment(identity.assignment, identity.name);
+    rpcjob::worker::placeModelSplit(identity.assignment, identity.name, split);
     auto settings =
         rpcjob::worker::metricsSettings(identity.assignment, identity.name, metricsPort);
     if (settings.enabled()) {
@@ -109,7 +114,7 @@ int main(int argc, char** argv) {
   }
   bool failed = false;
   try {
-    if (mode == "model-split") rpcjob::worker::registerModelSplit(*rt);
+    if (mode == "model-split") rpcjob::worker::registerModelSplit(*rt, split);
     if (mode == "send") {
       rt->registerFunction(
           "rpcjob.sink", [](const CallInfo&, std::vector<c10::IValue>) { return c10::IValue(); },
@@ -121,7 +126,9 @@ int main(int argc, char** argv) {
     if (mode == "send" && rt->self().rank == 0) {
       // One uint8 tensor of sendBytes per call: above the inline limit it travels
       // by channel, exactly sendBytes once per call; the answer is None.
-      at::Tensor tensor = at::full({sendBytes}, 7, at::TensorOptions().dtype(at::kByte));
+      // On a GPU (--device cuda:N) it goes by the assignment's device map.
+      at::Tensor tensor =
+          at::full({sendBytes}, 7, at::TensorOptions().dtype(at::kByte).device(sendDevice));
       for (const auto& w : rt->workers()) {
         if (w.rank == 0) continue;
         for (long i = 0; i < sendCount; ++i) rt->rpcSync(w.name, "rpcjob.sink", {tensor});

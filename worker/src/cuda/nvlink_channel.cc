@@ -4,14 +4,12 @@
 #include <cuda_runtime.h>
 #include <unistd.h>
 
-#if __has_include(<tensorpipe/channel/channel.h>) && \
-    __has_include(<tensorpipe/transport/connection.h>) && !defined(RPCJOB_FORCE_TP_INTERFACES)
+// PyTorch's libtorch lacks these two interface headers; the CUDA build finds
+// Debian's libtensorpipe-dev copies through RPCJOB_TENSORPIPE_EXTRA_INCLUDE_DIR,
+// searched after libtorch's include folder (see README.md here).
 #include <tensorpipe/channel/channel.h>
-#include <tensorpipe/transport/connection.h>
-#else
-#include "tp_iface/tensorpipe_interfaces.h"
-#endif
 #include <tensorpipe/tensorpipe_cuda.h>
+#include <tensorpipe/transport/connection.h>
 
 #include <algorithm>
 #include <cstdlib>
