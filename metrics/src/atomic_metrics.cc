@@ -1,6 +1,7 @@
 #include "rpcjob/metrics/atomic_metrics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -19,35 +20,64 @@ void AtomicCounter::fill(prometheus::ClientMetric& metric) const {
   metric.counter.value = static_cast<double>(value());
 }
 
+namespace {
+
+std::uint64_t toNanos(double seconds) noexcept {
+  if (!(seconds > 0)) {
+    return 0;  // negative, zero, NaN
+  }
+  const double nanos = std::round(seconds * 1e9);
+  return nanos >= 1.8e19 ? std::numeric_limits<std::uint64_t>::max()
+                         : static_cast<std::uint64_t>(nanos);
+}
+
+}  // namespace
+
 AtomicHistogram::AtomicHistogram(const std::vector<double>& bounds)
-    : bounds_(bounds), buckets_(new std::atomic<std::uint64_t>[bounds.size() + 1]) {
-  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    : size_(bounds.size()),
+      bounds_(new std::uint64_t[bounds.size()]),
+      seconds_(bounds),
+      buckets_(new std::atomic<std::uint64_t>[bounds.size() + 1]) {
+  for (size_t i = 0; i < size_; ++i) {
+    bounds_[i] = toNanos(bounds[i]);
+  }
+  for (size_t i = 0; i <= size_; ++i) {
     buckets_[i].store(0, std::memory_order_relaxed);
   }
 }
 
-void AtomicHistogram::observe(double value) noexcept {
-  // Prometheus buckets are "less than or equal": the first bound >= value.
-  const size_t index = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
-  buckets_[index].fetch_add(1, std::memory_order_relaxed);
-  double sum = sum_.load(std::memory_order_relaxed);
-  while (!sum_.compare_exchange_weak(sum, sum + value, std::memory_order_relaxed)) {
-  }
+void AtomicHistogram::observe(double seconds) noexcept {
+  observeNanos(toNanos(seconds));
 }
 
 prometheus::ClientMetric::Histogram AtomicHistogram::snapshot() const {
   prometheus::ClientMetric::Histogram out;
   std::uint64_t cumulative = 0;
-  for (size_t i = 0; i <= bounds_.size(); ++i) {
+  out.bucket.reserve(size_ + 1);
+  for (size_t i = 0; i <= size_; ++i) {
     cumulative += buckets_[i].load(std::memory_order_relaxed);
     prometheus::ClientMetric::Bucket bucket;
     bucket.cumulative_count = cumulative;
-    bucket.upper_bound = i < bounds_.size() ? bounds_[i] : std::numeric_limits<double>::infinity();
+    bucket.upper_bound = i < size_ ? seconds_[i] : std::numeric_limits<double>::infinity();
     out.bucket.push_back(bucket);
   }
   out.sample_count = cumulative;
-  out.sample_sum = sum_.load(std::memory_order_relaxed);
+  // Divided, not multiplied by 1e-9: exact for whole milliseconds and seconds.
+  out.sample_sum = static_cast<double>(sumNanos_.load(std::memory_order_relaxed)) / 1e9;
   return out;
+}
+
+std::int64_t InFlightGauge::value() const noexcept {
+  // Finished first: a call is counted as started before it finishes, so this
+  // order never reads more finished than started calls (clamped anyway: the
+  // loads are relaxed).
+  const std::uint64_t finished = finished_.load(std::memory_order_relaxed);
+  const std::uint64_t started = started_.load(std::memory_order_relaxed);
+  return started > finished ? static_cast<std::int64_t>(started - finished) : 0;
+}
+
+void InFlightGauge::fill(prometheus::ClientMetric& metric) const {
+  metric.gauge.value = static_cast<double>(value());
 }
 
 AtomicFamilyBase::AtomicFamilyBase(std::string name, std::string help, prometheus::MetricType type,
@@ -110,6 +140,11 @@ struct HistogramEntry : AtomicFamilyBase::Entry {
   AtomicHistogram histogram;
 };
 
+struct InFlightEntry : AtomicFamilyBase::Entry {
+  void fill(prometheus::ClientMetric& metric) const override { gauge.fill(metric); }
+  InFlightGauge gauge;
+};
+
 }  // namespace
 
 AtomicCounterFamily::AtomicCounterFamily(std::string name, std::string help,
@@ -140,6 +175,19 @@ AtomicHistogram& AtomicHistogramFamily::add(const prometheus::Labels& labels) {
       },
       &bounds_);
   return static_cast<HistogramEntry&>(entry).histogram;
+}
+
+InFlightGaugeFamily::InFlightGaugeFamily(std::string name, std::string help,
+                                         prometheus::Labels constantLabels)
+    : AtomicFamilyBase(std::move(name), std::move(help), InFlightGauge::kType,
+                       std::move(constantLabels)) {}
+
+InFlightGauge& InFlightGaugeFamily::add(const prometheus::Labels& labels) {
+  auto& entry = find(
+      labels,
+      [](const void*) -> std::unique_ptr<Entry> { return std::make_unique<InFlightEntry>(); },
+      nullptr);
+  return static_cast<InFlightEntry&>(entry).gauge;
 }
 
 std::vector<double> transferDurationBuckets() {

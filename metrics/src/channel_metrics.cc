@@ -24,6 +24,12 @@ void TransferHandles::recordSuccess(std::size_t length, double seconds) const no
   duration->observe(seconds);
 }
 
+void TransferHandles::recordSuccessNanos(std::size_t length, std::uint64_t nanos) const noexcept {
+  transfers->add(1);
+  bytes->add(length);
+  duration->observeNanos(nanos);
+}
+
 void TransferHandles::recordError() const noexcept {
   errors->add(1);
 }

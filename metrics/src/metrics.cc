@@ -35,6 +35,13 @@ AtomicHistogramFamily& Metrics::addHistogramFamily(const std::string& name, cons
   return ref;
 }
 
+InFlightGaugeFamily& Metrics::addInFlightFamily(const std::string& name, const std::string& help) {
+  auto family = std::make_unique<InFlightGaugeFamily>(name, help, options_.constantLabels);
+  auto& ref = *family;
+  families_.push_back(std::move(family));
+  return ref;
+}
+
 std::vector<prometheus::MetricFamily> Metrics::collect() const {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
   for (const auto& atomicFamily : families_) {

@@ -16,35 +16,30 @@ const char* toString(Side side) {
   return side == Side::kClient ? "client" : "server";
 }
 
-FunctionHandles::FunctionHandles(Side side, std::string function,
-                                 prometheus::Family<prometheus::Counter>& calls,
-                                 prometheus::Gauge& inFlight, AtomicHistogram& duration)
+FunctionHandles::FunctionHandles(Side side, std::string function, AtomicCounterFamily& calls,
+                                 InFlightGauge& inFlight, AtomicHistogram& duration)
     : side_(side),
       function_(std::move(function)),
       callsFamily_(calls),
       inFlight_(&inFlight),
       duration_(&duration),
-      ok_(&calls.Add({{labels::kSide, toString(side)},
+      ok_(&calls.add({{labels::kSide, toString(side)},
                       {labels::kFunction, function_},
                       {labels::kStatus, status::kOk}})),
-      error_(&calls.Add({{labels::kSide, toString(side)},
+      error_(&calls.add({{labels::kSide, toString(side)},
                          {labels::kFunction, function_},
                          {labels::kStatus, status::kError}})),
-      timeout_(&calls.Add({{labels::kSide, toString(side)},
+      timeout_(&calls.add({{labels::kSide, toString(side)},
                            {labels::kFunction, function_},
                            {labels::kStatus, status::kTimeout}})) {}
 
-void FunctionHandles::started() const noexcept {
-  inFlight_->Increment();
-}
-
 void FunctionHandles::finished(const std::string& callStatus, double seconds) {
-  inFlight_->Decrement();
-  calls(callStatus).Increment();
+  inFlight_->finished();
+  calls(callStatus).add(1);
   duration_->observe(seconds);
 }
 
-prometheus::Counter& FunctionHandles::calls(const std::string& callStatus) {
+AtomicCounter& FunctionHandles::calls(const std::string& callStatus) {
   if (callStatus == status::kOk) {
     return *ok_;
   }
@@ -54,18 +49,15 @@ prometheus::Counter& FunctionHandles::calls(const std::string& callStatus) {
   if (callStatus == status::kTimeout) {
     return *timeout_;
   }
-  return callsFamily_.Add({{labels::kSide, toString(side_)},
+  return callsFamily_.add({{labels::kSide, toString(side_)},
                            {labels::kFunction, function_},
                            {labels::kStatus, callStatus}});
 }
 
 RpcMetrics::RpcMetrics(Metrics& metrics)
     : metrics_(metrics),
-      calls_(prometheus::BuildCounter()
-                 .Name(names::kRpcCalls)
-                 .Help("RPC calls completed, by side (client/server), function and status")
-                 .Labels(metrics.options().constantLabels)
-                 .Register(metrics.registry())),
+      calls_(metrics.addCounterFamily(
+          names::kRpcCalls, "RPC calls completed, by side (client/server), function and status")),
       duration_(metrics.addHistogramFamily(
           names::kRpcDuration,
           "RPC latency by side and function: client from call to response, server from "
@@ -89,13 +81,10 @@ RpcMetrics::RpcMetrics(Metrics& metrics)
                 .Name(names::kWorkerInfo)
                 .Help("1, labelled with this worker's identity")
                 .Register(metrics.registry())) {
-  auto& inFlight = prometheus::BuildGauge()
-                       .Name(names::kRpcInFlight)
-                       .Help("RPC calls in flight, by side (client/server)")
-                       .Labels(metrics.options().constantLabels)
-                       .Register(metrics.registry());
-  inFlight_[0] = &inFlight.Add({{labels::kSide, toString(Side::kClient)}});
-  inFlight_[1] = &inFlight.Add({{labels::kSide, toString(Side::kServer)}});
+  auto& inFlight = metrics.addInFlightFamily(names::kRpcInFlight,
+                                             "RPC calls in flight, by side (client/server)");
+  inFlight_[0] = &inFlight.add({{labels::kSide, toString(Side::kClient)}});
+  inFlight_[1] = &inFlight.add({{labels::kSide, toString(Side::kServer)}});
 }
 
 RpcMetrics::~RpcMetrics() = default;

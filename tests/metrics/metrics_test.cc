@@ -56,6 +56,33 @@ TEST(AtomicHistogram, ConcurrentObservationsAreAllCounted) {
   EXPECT_NEAR(h.snapshot().sample_sum, 40.0, 1e-6);
 }
 
+TEST(AtomicHistogram, NanosecondObservationsMatchSeconds) {
+  std::vector<double> bounds{1e-6, 1e-3};
+  AtomicHistogram h(bounds);
+  h.observeNanos(1000);  // == 1 us: in the first bucket (inclusive)
+  h.observeNanos(1001);  // second
+  h.observe(2e-3);       // +Inf
+  h.observe(-1.0);       // clamped to 0: first
+  auto s = h.snapshot();
+  ASSERT_EQ(s.bucket.size(), 3u);
+  EXPECT_EQ(s.bucket[0].cumulative_count, 2u);
+  EXPECT_EQ(s.bucket[1].cumulative_count, 3u);
+  EXPECT_EQ(s.bucket[2].cumulative_count, 4u);
+  EXPECT_DOUBLE_EQ(s.bucket[0].upper_bound, 1e-6);
+  EXPECT_DOUBLE_EQ(s.sample_sum, 2001e-9 + 2e-3);
+}
+
+TEST(InFlightGauge, StartedMinusFinishedOnSeparateLines) {
+  InFlightGauge g;
+  g.started();
+  g.started();
+  g.finished();
+  EXPECT_EQ(g.value(), 1);
+  g.finished();
+  EXPECT_EQ(g.value(), 0);
+  static_assert(sizeof(InFlightGauge) >= 128, "started and finished share a cache line");
+}
+
 TEST(ChannelMetrics, HandlesAreCachedPerLabelSet) {
   Metrics m({true, {{"rpcjob_job", "j"}, {"worker", "w0"}}});
   TransferLabels labels{"cma", Direction::kSend, "w1", "cpu", "cpu"};
@@ -106,6 +133,19 @@ TEST(RpcMetrics, CallsInFlightAndLatency) {
       has(out, "rpcjob_rpc_calls_total{function=\"add\",side=\"server\",status=\"error\"} 1"));
   // Cached handles are the same objects the string API uses.
   EXPECT_EQ(&rpc.function(Side::kClient, "add"), &rpc.function(Side::kClient, "add"));
+  // The hot path: a cached counter, integer nanoseconds.
+  auto& handles = rpc.function(Side::kServer, "add");
+  auto& ok = handles.calls(status::kOk);
+  handles.started();
+  handles.finished(ok, 30000);
+  out = text(m);
+  EXPECT_TRUE(has(out, "rpcjob_rpc_calls_total{function=\"add\",side=\"server\",status=\"ok\"} 1"))
+      << out;
+  EXPECT_TRUE(has(out, "rpcjob_rpc_in_flight{side=\"server\"} 0")) << out;
+  EXPECT_TRUE(has(out,
+                  "rpcjob_rpc_duration_seconds_bucket{function=\"add\",side=\"server\","
+                  "le=\"5e-05\"} 1"))
+      << out;
 }
 
 TEST(RpcMetrics, PipesSelectionAndInfo) {

@@ -95,8 +95,7 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   pending.deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
   if (options_.observer) {
     pending.function = header.function.empty() ? "rpcjob.internal" : header.function;
-    pending.start = Clock::now();
-    options_.observer->callStarted(pending.function, peerName);
+    pending.observed = options_.observer->callStarted(pending.function, peerName);
   }
   uint64_t generation = 0;
   std::shared_ptr<WriteQueue> writes;
@@ -148,8 +147,7 @@ void RuntimeImpl::completePending(uint64_t id, IncomingMessage& msg) {
   }
   if (error) pending.future->fail(error);
   if (options_.observer) {
-    options_.observer->callFinished(pending.function, peerName, statusOf(error),
-                                    Clock::now() - pending.start);
+    options_.observer->callFinished(pending.function, peerName, statusOf(error), pending.observed);
   }
 }
 
@@ -176,7 +174,7 @@ void RuntimeImpl::timeoutLoop() {
         RpcError(ErrorCode::kTimeout, peerName, "call to worker '" + peerName + "' timed out")));
     if (options_.observer) {
       options_.observer->callFinished(pending.function, peerName, CallStatus::kTimeout,
-                                      Clock::now() - pending.start);
+                                      pending.observed);
     }
     lock.lock();
     if (pending_.empty()) pendingCv_.notify_all();
@@ -223,13 +221,13 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
         return;
       }
       serving_++;
-      reply(server, h.id, Future(entry->value), kBuiltinOwnerRRefCount, Clock::time_point());
+      reply(server, h.id, Future(entry->value), kBuiltinOwnerRRefCount, std::nullopt);
       return;
     }
     case wire::MessageType::kRRefUserDelete:
       rrefs_->deleteFork(h.rref, h.fork);
       serving_++;
-      reply(server, h.id, Future::fromValue(c10::IValue()), "", Clock::time_point());
+      reply(server, h.id, Future::fromValue(c10::IValue()), "", std::nullopt);
       return;
     case wire::MessageType::kRRefForkRequest:
       if (!rrefs_->addForkIfOwned(h.rref, h.fork)) {
@@ -237,12 +235,12 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
         return;
       }
       serving_++;
-      reply(server, h.id, Future::fromValue(c10::IValue()), "", Clock::time_point());
+      reply(server, h.id, Future::fromValue(c10::IValue()), "", std::nullopt);
       return;
     case wire::MessageType::kRRefChildAccept:
       rrefs_->acceptChild(h.fork);
       serving_++;
-      reply(server, h.id, Future::fromValue(c10::IValue()), "", Clock::time_point());
+      reply(server, h.id, Future::fromValue(c10::IValue()), "", std::nullopt);
       return;
     default:
       replyError(server, h.id, wire::ErrorKind::kBadRequest, "unexpected message type");
@@ -277,14 +275,13 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
   static const WorkerInfo kUnknownCaller{"?", -1};
   const WorkerInfo& caller =
       server->callerRank >= 0 ? workers_[server->callerRank] : kUnknownCaller;
-  Clock::time_point start;
+  std::optional<Observer::CallToken> observed;
   if (options_.observer) {
-    start = Clock::now();
-    options_.observer->serverCallStarted(header.function, caller.name);
+    observed = options_.observer->serverCallStarted(header.function, caller.name);
   }
   serving_++;
   std::vector<c10::IValue> argv = args.toTupleRef().elements().vec();
-  auto respond = [this, server, id = header.id, name = header.function, start,
+  auto respond = [this, server, id = header.id, name = header.function, observed,
                   owned](Future result) {
     if (owned) {
       result.addInlineCallback([owned](const Future& done) {
@@ -307,7 +304,7 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
         result = Future(ack);
       }
     }
-    reply(server, id, result, name, start);
+    reply(server, id, result, name, observed);
   };
   if (fn.options.runInline || fn.async) {
     for (auto& e : events) e->blockCurrentStream();
@@ -338,8 +335,8 @@ Future RuntimeImpl::runLocal(const Registered& fn, const WorkerInfo& caller,
 
 void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
                         const Future& result, const std::string& function,
-                        Clock::time_point start) {
-  result.addInlineCallback([this, server, id, function, start](const Future& done) {
+                        std::optional<Observer::CallToken> observed) {
+  result.addInlineCallback([this, server, id, function, observed](const Future& done) {
     wire::Header h;
     h.id = id;
     std::shared_ptr<OutgoingMessage> message;
@@ -364,10 +361,10 @@ void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
       message = makeMessage(h, nullptr);
     }
     writeServer(server, std::move(message));
-    if (options_.observer && !function.empty() && start != Clock::time_point()) {
+    if (options_.observer && !function.empty() && observed) {
       options_.observer->serverCallFinished(
           function, server->callerRank >= 0 ? workers_[server->callerRank].name : "?",
-          statusOf(error), Clock::now() - start);
+          statusOf(error), *observed);
     }
     if (--serving_ == 0) shutdown_->onIdle();
   });

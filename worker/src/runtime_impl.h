@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -112,8 +113,8 @@ class RuntimeImpl {
     int peer;
     uint64_t generation;
     Clock::time_point deadline;  // max(): none
-    std::string function;        // only with an observer
-    Clock::time_point start;     // only with an observer
+    std::string function;         // only with an observer
+    Observer::CallToken observed;  // only with an observer
   };
   // A server pipe, one per peer connection we accepted.
   struct ServerPipe {
@@ -159,7 +160,7 @@ class RuntimeImpl {
   void serveCall(const std::shared_ptr<ServerPipe>& server, const wire::Header& header,
                  c10::IValue args, std::vector<std::shared_ptr<DeviceEvent>> events = {});
   void reply(const std::shared_ptr<ServerPipe>& server, uint64_t id, const Future& result,
-             const std::string& function, Clock::time_point start);
+             const std::string& function, std::optional<Observer::CallToken> observed);
   void replyError(const std::shared_ptr<ServerPipe>& server, uint64_t id, wire::ErrorKind kind,
                   const std::string& message);
   void writeServer(const std::shared_ptr<ServerPipe>& server,

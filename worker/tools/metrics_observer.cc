@@ -1,18 +1,38 @@
 #include "metrics_observer.h"
 
+#include <cstring>
+
 #include <rpcjob/metrics/rpc_metrics.h>
+#include <rpcjob/metrics/tick_clock.h>
 
 namespace rpcjob::worker {
 namespace {
+
+namespace tick_clock = metrics::tick_clock;
 
 double seconds(std::chrono::nanoseconds d) {
   return std::chrono::duration<double>(d).count();
 }
 
+std::atomic<std::uint64_t> gNextObserverId{1};
+
+// The last function this thread looked up (a caller thread calls the same
+// function again and again; so does a loop thread serving it). Trivially
+// constructible, so that a thread_local costs no guard; names longer than
+// kMaxName always take the table.
+struct LastLookup {
+  static constexpr std::size_t kMaxName = 48;
+  std::uint64_t observer = 0;
+  MetricsObserver::Function* function = nullptr;
+  std::size_t size = 0;
+  char name[kMaxName];
+};
+thread_local LastLookup tLast;
+
 }  // namespace
 
 const std::string& statusLabel(runtime::CallStatus status) {
-  // Static strings: FunctionHandles::finished takes a std::string, and the
+  // Static strings: FunctionHandles::calls takes a std::string, and the
   // common statuses must not build one per call.
   static const std::string kOk = metrics::status::kOk, kError = metrics::status::kError,
                            kUnknown = "unknown_function", kTimeout = metrics::status::kTimeout,
@@ -39,13 +59,29 @@ std::string deviceLabel(const std::string& device) {
   return device;
 }
 
+metrics::AtomicCounter& MetricsObserver::Side::counter(runtime::CallStatus status) {
+  auto index = static_cast<unsigned>(status);
+  if (index >= kStatuses) index = static_cast<unsigned>(runtime::CallStatus::kOther);
+  auto& slot = calls[index];
+  if (auto* counter = slot.load(std::memory_order_acquire)) return *counter;
+  // First call with this status: a lookup under the family's lock. Racing
+  // threads get the same counter.
+  auto* counter = &handles->calls(statusLabel(status));
+  slot.store(counter, std::memory_order_release);
+  return *counter;
+}
+
 MetricsObserver::MetricsObserver(metrics::RpcMetrics& rpc,
                                  const std::vector<std::string>& functions)
-    : rpc_(rpc) {
+    : rpc_(rpc), id_(gNextObserverId.fetch_add(1)), nanosPerTick_(tick_clock::nanosPerTick()) {
   auto table = std::make_unique<Table>();
   for (const auto& f : functions) {
-    table->emplace(f, Entry{&rpc_.function(metrics::Side::kClient, f),
-                            &rpc_.function(metrics::Side::kServer, f)});
+    if (table->count(f)) continue;
+    auto entry = std::make_unique<Function>();
+    entry->client.handles = &rpc_.function(metrics::Side::kClient, f);
+    entry->server.handles = &rpc_.function(metrics::Side::kServer, f);
+    table->emplace(f, entry.get());
+    functions_.push_back(std::move(entry));
   }
   table_.store(table.get(), std::memory_order_release);
   tables_.push_back(std::move(table));
@@ -53,46 +89,71 @@ MetricsObserver::MetricsObserver(metrics::RpcMetrics& rpc,
 
 MetricsObserver::~MetricsObserver() = default;
 
-const MetricsObserver::Entry& MetricsObserver::entry(const std::string& function) {
+MetricsObserver::Function& MetricsObserver::function(const std::string& name) {
+  LastLookup& last = tLast;
+  if (last.observer == id_ && last.size == name.size() &&
+      std::memcmp(last.name, name.data(), name.size()) == 0) {
+    return *last.function;
+  }
   const Table* table = table_.load(std::memory_order_acquire);
-  auto it = table->find(function);
-  if (it != table->end()) return it->second;
-  return add(function);
+  auto it = table->find(name);
+  Function& found = it != table->end() ? *it->second : add(name);
+  if (name.size() <= LastLookup::kMaxName) {
+    last.observer = id_;
+    last.function = &found;
+    last.size = name.size();
+    std::memcpy(last.name, name.data(), name.size());
+  }
+  return found;
 }
 
-const MetricsObserver::Entry& MetricsObserver::add(const std::string& function) {
+MetricsObserver::Function& MetricsObserver::add(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   const Table* current = table_.load(std::memory_order_acquire);
-  auto it = current->find(function);
-  if (it != current->end()) return it->second;
+  auto it = current->find(name);
+  if (it != current->end()) return *it->second;
   // Copy-on-write: readers keep using the old snapshot, which stays alive (and
   // unchanged) until this object goes away; the FunctionHandles are RpcMetrics'.
+  auto entry = std::make_unique<Function>();
+  entry->client.handles = &rpc_.function(metrics::Side::kClient, name);
+  entry->server.handles = &rpc_.function(metrics::Side::kServer, name);
   auto next = std::make_unique<Table>(*current);
-  auto& added = next->emplace(function, Entry{&rpc_.function(metrics::Side::kClient, function),
-                                              &rpc_.function(metrics::Side::kServer, function)})
-                    .first->second;
+  next->emplace(name, entry.get());
   table_.store(next.get(), std::memory_order_release);
   tables_.push_back(std::move(next));
-  return added;
+  functions_.push_back(std::move(entry));
+  return *functions_.back();
 }
 
-void MetricsObserver::callStarted(const std::string& function, const std::string&) {
-  entry(function).client->started();
+void MetricsObserver::finish(Side& side, runtime::CallStatus status, CallToken token) noexcept {
+  const std::uint64_t nanos = tick_clock::nanos(token.start, tick_clock::now(), nanosPerTick_);
+  side.handles->finished(side.counter(status), nanos);
+}
+
+runtime::Observer::CallToken MetricsObserver::callStarted(const std::string& function,
+                                                          const std::string&) {
+  Side& side = this->function(function).client;
+  side.handles->started();
+  return {&side, tick_clock::now()};
 }
 
 void MetricsObserver::callFinished(const std::string& function, const std::string&,
-                                   runtime::CallStatus status, std::chrono::nanoseconds duration) {
-  entry(function).client->finished(statusLabel(status), seconds(duration));
+                                   runtime::CallStatus status, CallToken token) {
+  auto* side = static_cast<Side*>(const_cast<void*>(token.handle));
+  finish(side != nullptr ? *side : this->function(function).client, status, token);
 }
 
-void MetricsObserver::serverCallStarted(const std::string& function, const std::string&) {
-  entry(function).server->started();
+runtime::Observer::CallToken MetricsObserver::serverCallStarted(const std::string& function,
+                                                                const std::string&) {
+  Side& side = this->function(function).server;
+  side.handles->started();
+  return {&side, tick_clock::now()};
 }
 
 void MetricsObserver::serverCallFinished(const std::string& function, const std::string&,
-                                         runtime::CallStatus status,
-                                         std::chrono::nanoseconds duration) {
-  entry(function).server->finished(statusLabel(status), seconds(duration));
+                                         runtime::CallStatus status, CallToken token) {
+  auto* side = static_cast<Side*>(const_cast<void*>(token.handle));
+  finish(side != nullptr ? *side : this->function(function).server, status, token);
 }
 
 void MetricsObserver::pipeOpened(const std::string& peer, std::chrono::nanoseconds handshake) {

@@ -10,13 +10,14 @@
 #include "rpcjob/instrument/instrument.h"
 #include "rpcjob/instrument/peer_id.h"
 #include "rpcjob/metrics/channel_metrics.h"
-#include "tick_clock.h"
+#include "rpcjob/metrics/tick_clock.h"
 
 namespace rpcjob {
 namespace instrument {
 
 using metrics::Direction;
 using metrics::TransferHandles;
+namespace tick_clock = metrics::tick_clock;
 
 void TransferReport::operator()(double seconds) const noexcept {
   handles->recordSuccess(length, seconds);
@@ -34,11 +35,11 @@ struct Shared {
       : name(std::move(n)),
         metrics(m),
         timer(std::move(t)),
-        secondsPerTick(tick_clock::secondsPerTick()) {}
+        nanosPerTick(tick_clock::nanosPerTick()) {}
   const std::string name;
   metrics::ChannelMetrics& metrics;
   const std::shared_ptr<TransferTimer> timer;
-  const double secondsPerTick;
+  const double nanosPerTick;
   std::mutex mutex;
   std::string contextId;  // from Context::setId; guarded by mutex
 };
@@ -110,12 +111,12 @@ class InstrumentedChannel final : public tensorpipe::channel::Channel {
       };
     }
     const std::uint64_t start = tick_clock::now();
-    return [handles, length, start, perTick{shared_->secondsPerTick},
+    return [handles, length, start, perTick{shared_->nanosPerTick},
             callback{std::move(callback)}](const tensorpipe::Error& error) {
       if (error) {
         handles->recordError();
       } else {
-        handles->recordSuccess(length, tick_clock::seconds(start, tick_clock::now(), perTick));
+        handles->recordSuccessNanos(length, tick_clock::nanos(start, tick_clock::now(), perTick));
       }
       callback(error);
     };

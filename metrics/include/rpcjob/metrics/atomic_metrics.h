@@ -10,6 +10,7 @@
 // exact (bytes and counts are integers).
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -35,16 +36,32 @@ class AtomicCounter {
   std::atomic<std::uint64_t> value_{0};
 };
 
-// Thread safety: observe() is lock-free and may be called from any thread.
+// A histogram of durations. Thread safety: observe() and observeNanos() are
+// lock-free and may be called from any thread.
+//
+// Integer nanoseconds throughout: the bounds are converted once, an observation
+// is a short search of the integer bounds and two relaxed fetch_adds (its bucket,
+// the sum), and seconds are computed at collect time. Resolution 1 ns.
 // A scrape concurrent with observe() may see an observation in a bucket and not
 // yet in the sum (or the reverse); the next scrape is consistent again. The
 // count is the sum of the buckets, so count == the +Inf bucket always.
 class AtomicHistogram {
  public:
-  // `bounds` are the finite upper bounds, ascending; they must outlive this object.
+  // `bounds` are the finite upper bounds in seconds, ascending.
   explicit AtomicHistogram(const std::vector<double>& bounds);
 
-  void observe(double value) noexcept;
+  void observe(double seconds) noexcept;
+  // The hot path: an observation in nanoseconds.
+  void observeNanos(std::uint64_t nanos) noexcept {
+    // Prometheus buckets are "less than or equal": the first bound >= value.
+    // Linear from the smallest: the fast observations are the frequent ones.
+    std::size_t index = 0;
+    while (index < size_ && nanos > bounds_[index]) {
+      ++index;
+    }
+    buckets_[index].fetch_add(1, std::memory_order_relaxed);
+    sumNanos_.fetch_add(nanos, std::memory_order_relaxed);
+  }
 
   // Snapshot in prometheus-cpp's form (cumulative buckets, +Inf last).
   prometheus::ClientMetric::Histogram snapshot() const;
@@ -52,10 +69,30 @@ class AtomicHistogram {
   static constexpr prometheus::MetricType kType = prometheus::MetricType::Histogram;
 
  private:
-  const std::vector<double>& bounds_;
-  // bounds_.size() + 1 non-cumulative counters; the last one is +Inf.
+  const std::size_t size_;                   // finite bounds
+  std::unique_ptr<std::uint64_t[]> bounds_;  // nanoseconds
+  std::vector<double> seconds_;              // the same bounds as given, for the exposition
+  // size_ + 1 non-cumulative counters; the last one is +Inf.
   std::unique_ptr<std::atomic<std::uint64_t>[]> buckets_;
-  std::atomic<double> sum_{0.0};
+  std::atomic<std::uint64_t> sumNanos_{0};
+};
+
+// A gauge of things in flight (RPC calls), kept as two monotonic counters on
+// their own cache lines -- a call starts on one thread and often finishes on
+// another (TensorPipe's loop) -- and exported as started - finished at collect
+// time. Thread safety: started()/finished() are lock-free (one relaxed
+// fetch_add each), from any thread.
+class InFlightGauge {
+ public:
+  void started() noexcept { started_.fetch_add(1, std::memory_order_relaxed); }
+  void finished() noexcept { finished_.fetch_add(1, std::memory_order_relaxed); }
+  std::int64_t value() const noexcept;
+  void fill(prometheus::ClientMetric& metric) const;
+  static constexpr prometheus::MetricType kType = prometheus::MetricType::Gauge;
+
+ private:
+  alignas(64) std::atomic<std::uint64_t> started_{0};
+  alignas(64) std::atomic<std::uint64_t> finished_{0};
 };
 
 // A family of metrics with one name, told apart by their labels.
@@ -108,6 +145,13 @@ class AtomicHistogramFamily : public AtomicFamilyBase {
 
  private:
   const std::vector<double> bounds_;
+};
+
+class InFlightGaugeFamily : public AtomicFamilyBase {
+ public:
+  InFlightGaugeFamily(std::string name, std::string help, prometheus::Labels constantLabels = {});
+  // The gauge with these labels, created on first use; cache the reference.
+  InFlightGauge& add(const prometheus::Labels& labels);
 };
 
 // Bucket bounds in seconds, from 1 us to 10 s (transfers, handshakes).

@@ -10,6 +10,7 @@
 // message.
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,9 @@ struct TransferHandles {
   // A transfer completed: one transfer, `length` bytes, `seconds` from the
   // send/recv call to its completion.
   void recordSuccess(std::size_t length, double seconds) const noexcept;
+  // The same with the duration in nanoseconds (the decorators' hot path: three
+  // relaxed integer fetch_adds and a bucket search).
+  void recordSuccessNanos(std::size_t length, std::uint64_t nanos) const noexcept;
   // A transfer failed: counted in errors only (not in transfers or bytes).
   void recordError() const noexcept;
 };

@@ -23,6 +23,7 @@ class AtomicCounterFamily;
 class AtomicFamilyBase;
 class AtomicHistogramFamily;
 class ChannelMetrics;
+class InFlightGaugeFamily;
 class RpcMetrics;
 
 struct MetricsOptions {
@@ -59,6 +60,7 @@ class Metrics {
   AtomicCounterFamily& addCounterFamily(const std::string& name, const std::string& help);
   AtomicHistogramFamily& addHistogramFamily(const std::string& name, const std::string& help,
                                             std::vector<double> bounds);
+  InFlightGaugeFamily& addInFlightFamily(const std::string& name, const std::string& help);
 
   const MetricsOptions& options() const { return options_; }
   // The value of the `peer` label for this peer (empty when the label is off).

@@ -1,15 +1,11 @@
-#include "tick_clock.h"
+#include "rpcjob/metrics/tick_clock.h"
 
 #include <chrono>
 #include <fstream>
 #include <string>
 
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
-
 namespace rpcjob {
-namespace instrument {
+namespace metrics {
 namespace tick_clock {
 
 std::atomic<bool> gUseTsc{false};
@@ -68,13 +64,8 @@ bool usesTsc() {
 double secondsPerTick() {
   return calibration().secondsPerTick;
 }
-
-std::uint64_t nowTsc() noexcept {
-#if defined(__x86_64__)
-  return __rdtsc();
-#else
-  return nowSteady();
-#endif
+double nanosPerTick() {
+  return calibration().secondsPerTick * 1e9;
 }
 
 std::uint64_t nowSteady() noexcept {
@@ -84,5 +75,5 @@ std::uint64_t nowSteady() noexcept {
 }
 
 }  // namespace tick_clock
-}  // namespace instrument
+}  // namespace metrics
 }  // namespace rpcjob

@@ -1,6 +1,6 @@
 #pragma once
 
-// A cheap monotonic clock for transfer durations.
+// A cheap monotonic clock for transfer and call durations.
 //
 // std::chrono::steady_clock::now() costs 20-80 ns (clock_gettime through the
 // vDSO; more in some VMs), and a transfer reads the clock twice. On x86-64 with
@@ -12,7 +12,7 @@
 #include <cstdint>
 
 namespace rpcjob {
-namespace instrument {
+namespace metrics {
 namespace tick_clock {
 
 // Whether ticks are TSC cycles (true) or steady_clock nanoseconds (false).
@@ -21,8 +21,14 @@ bool usesTsc();
 // Seconds per tick. Calls usesTsc() first.
 double secondsPerTick();
 
-std::uint64_t nowTsc() noexcept;
 std::uint64_t nowSteady() noexcept;
+inline std::uint64_t nowTsc() noexcept {
+#if defined(__x86_64__)
+  return __builtin_ia32_rdtsc();
+#else
+  return nowSteady();
+#endif
+}
 
 // Call usesTsc() (or secondsPerTick()) once before the hot path: this reads a
 // flag that is set then.
@@ -38,6 +44,15 @@ inline double seconds(std::uint64_t start, std::uint64_t end, double perTick) no
   return end > start ? static_cast<double>(end - start) * perTick : 0.0;
 }
 
+// Nanoseconds per tick. Calls usesTsc() first.
+double nanosPerTick();
+
+// Nanoseconds between two now() readings (0 if the clock went backwards), with
+// `nsPerTick` from nanosPerTick(): one multiplication, no division.
+inline std::uint64_t nanos(std::uint64_t start, std::uint64_t end, double nsPerTick) noexcept {
+  return end > start ? static_cast<std::uint64_t>(static_cast<double>(end - start) * nsPerTick) : 0;
+}
+
 }  // namespace tick_clock
-}  // namespace instrument
+}  // namespace metrics
 }  // namespace rpcjob
