@@ -2,6 +2,8 @@
 
 #include <tensorpipe/tensorpipe.h>
 #include <stdexcept>
+
+#include "channels/mtcma/mtcma_channel.h"
 #if RPCJOB_WITH_CUDA
 #include "cuda/cuda_channels.h"
 #endif
@@ -34,6 +36,7 @@ std::shared_ptr<tensorpipe::channel::Context> createChannel(const std::string& n
 #endif
   }
   if (name == "cma") return tensorpipe::channel::cma::create();
+  if (name == channels::kMtCmaChannelName) return channels::createMtCmaChannel();
   if (name == "mpt") {
     // mpt stripes a tensor over several uv connections ("lanes"), each with its
     // own loop thread, so large CPU transfers between hosts use several cores.
@@ -47,8 +50,8 @@ std::shared_ptr<tensorpipe::channel::Context> createChannel(const std::string& n
     return tensorpipe::channel::mpt::create(std::move(contexts), std::move(listeners));
   }
   throw std::invalid_argument("unknown channel '" + name +
-                              "' (known: cma, mpt, xth, basic, cuda_xth, cuda_nvlink, cuda_ipc, "
-                              "cuda_gdr, cuda_basic)");
+                              "' (known: rpcjob_cma, cma, mpt, xth, basic, cuda_xth, cuda_nvlink, "
+                              "cuda_ipc, cuda_gdr, cuda_basic)");
 }
 
 int64_t priorityAt(size_t index, size_t count) {

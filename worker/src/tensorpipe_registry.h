@@ -18,7 +18,9 @@ class Context;
 namespace rpcjob::runtime {
 
 inline const std::vector<std::string> kDefaultTransports = {"shm", "ibv", "uv"};
-inline const std::vector<std::string> kDefaultChannels = {"cma", "mpt", "xth", "basic"};
+// rpcjob_cma (channels/mtcma/): cma with the copy split over a thread pool.
+inline const std::vector<std::string> kDefaultChannels = {"rpcjob_cma", "cma", "mpt", "xth",
+                                                          "basic"};
 
 struct RegisteredTransport {
   std::string name;

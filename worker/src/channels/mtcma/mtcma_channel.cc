@@ -1,0 +1,556 @@
+#include "mtcma_channel.h"
+
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+// PyTorch's libtorch lacks these interface headers; the CUDA build finds Debian's
+// libtensorpipe-dev copies through RPCJOB_TENSORPIPE_EXTRA_INCLUDE_DIR.
+#include <tensorpipe/channel/channel.h>
+#include <tensorpipe/channel/context.h>
+#include <tensorpipe/common/buffer.h>
+#include <tensorpipe/common/cpu_buffer.h>
+#include <tensorpipe/common/device.h>
+#include <tensorpipe/common/error.h>
+#include <tensorpipe/transport/connection.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace rpcjob::runtime::channels {
+namespace {
+
+using tensorpipe::Buffer;
+using tensorpipe::CpuBuffer;
+using tensorpipe::Device;
+using tensorpipe::Error;
+
+class MtCmaError final : public tensorpipe::BaseError {
+ public:
+  explicit MtCmaError(std::string what) : what_(std::move(what)) {}
+  std::string what() const override { return std::string(kMtCmaChannelName) + ": " + what_; }
+
+ private:
+  std::string what_;
+};
+
+Error makeError(const std::string& what) {
+  return Error(std::make_shared<MtCmaError>(what), __FILE__, __LINE__);
+}
+
+size_t envSize(const char* name, size_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  unsigned long long parsed = std::strtoull(v, &end, 10);
+  return (end == v || parsed == 0) ? fallback : static_cast<size_t>(parsed);
+}
+
+std::string firstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string namespaceId(const char* kind) {
+  char target[256] = {0};
+  std::string path = std::string("/proc/self/ns/") + kind;
+  ssize_t n = ::readlink(path.c_str(), target, sizeof(target) - 1);
+  return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
+}
+
+std::string permittedCapabilities() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("CapPrm:", 0) == 0) {
+      size_t at = line.find_first_not_of(" \t", 7);
+      return at == std::string::npos ? std::string() : line.substr(at);
+    }
+  }
+  return "";
+}
+
+// A process_vm_readv on ourselves skips every permission check, so a failure
+// can only be a seccomp filter on the syscall (Docker's default profile).
+bool processVmReadvWorks() {
+  uint64_t source = 0x5eed5eed5eed5eedULL;
+  uint64_t target = 0;
+  iovec local{&target, sizeof(target)};
+  iovec remote{&source, sizeof(source)};
+  ssize_t n = ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0);
+  return n == static_cast<ssize_t>(sizeof(target)) && target == source;
+}
+
+// The CPU device descriptor, or "" when the channel cannot work here (`why`).
+std::string makeDescriptor(std::string& why) {
+  std::string boot = firstLine("/proc/sys/kernel/random/boot_id");
+  std::string pidNs = namespaceId("pid");
+  std::string userNs = namespaceId("user");
+  if (boot.empty() || pidNs.empty() || userNs.empty()) {
+    why = "cannot read the boot id or the pid/user namespaces";
+    return "";
+  }
+  uid_t ruid, euid, suid;
+  gid_t rgid, egid, sgid;
+  if (::getresuid(&ruid, &euid, &suid) != 0 || ::getresgid(&rgid, &egid, &sgid) != 0) {
+    why = "getresuid/getresgid failed";
+    return "";
+  }
+  if (ruid != euid || ruid != suid || rgid != egid || rgid != sgid) {
+    why = "real, effective and saved user/group ids differ";
+    return "";
+  }
+  if (::prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 1) {
+    why = "process is not dumpable";
+    return "";
+  }
+  // Yama: absent or 0, classic ptrace rules; 1, only descendants, unless the
+  // target allows any tracer (what cma does too); 2 and 3, no.
+  std::string scope = firstLine("/proc/sys/kernel/yama/ptrace_scope");
+  if (!scope.empty()) {
+    int value = std::atoi(scope.c_str());
+    if (value == 1) {
+      if (::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) != 0) {
+        why = "yama ptrace_scope 1 and PR_SET_PTRACER failed";
+        return "";
+      }
+    } else if (value != 0) {
+      why = "yama ptrace_scope " + scope;
+      return "";
+    }
+  }
+  if (!processVmReadvWorks()) {
+    why = "process_vm_readv is blocked (seccomp?)";
+    return "";
+  }
+  return std::string(kMtCmaChannelName) + ":" + boot + "_" + pidNs + "_" + userNs + "_" +
+         std::to_string(ruid) + "_" + std::to_string(rgid) + "_" + permittedCapabilities();
+}
+
+// Reads [remote, remote + length) of `pid` into `local`; "" or what went wrong.
+std::string readRemote(pid_t pid, char* local, uint64_t remote, size_t length) {
+  // read(2)'s per-call cap applies to process_vm_readv as well.
+  constexpr size_t kMaxPerCall = 0x7ffff000;
+  size_t done = 0;
+  while (done < length) {
+    size_t want = std::min(length - done, kMaxPerCall);
+    iovec l{local + done, want};
+    iovec r{reinterpret_cast<void*>(static_cast<uintptr_t>(remote + done)), want};
+    ssize_t n = ::process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      return "process_vm_readv from pid " + std::to_string(pid) + ": " + std::strerror(e);
+    }
+    if (static_cast<size_t>(n) != want) {
+      return "process_vm_readv from pid " + std::to_string(pid) + ": short read (" +
+             std::to_string(n) + " of " + std::to_string(want) + " bytes)";
+    }
+    done += want;
+  }
+  return "";
+}
+
+enum class Kind : uint32_t { kSend = 1, kAck = 2 };
+
+// One fixed-size control message, both ways.
+struct WireMessage {
+  Kind kind = Kind::kSend;
+  uint32_t status = 0;  // kAck: 0 ok, 1 the receiver failed to read
+  uint64_t seq = 0;
+  int64_t pid = 0;
+  uint64_t address = 0;
+  uint64_t length = 0;
+};
+
+// Runs tasks on a few threads; drains its queue before the threads exit. The
+// threads share the queue's state, so a task that drops the last reference to
+// the context (and so to the pool) does not pull the state from under them.
+class CopyPool {
+ public:
+  explicit CopyPool(size_t threads) : state_(std::make_shared<State>()) {
+    for (size_t i = 0; i < threads; ++i) {
+      threads_.emplace_back([state = state_] { loop(*state); });
+    }
+  }
+  ~CopyPool() { stop(); }
+
+  void post(std::vector<std::function<void()>> tasks) {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      for (auto& t : tasks) state_->tasks.push_back(std::move(t));
+    }
+    state_->cv.notify_all();
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      if (state_->stopping) return;
+      state_->stopping = true;
+    }
+    state_->cv.notify_all();
+    for (auto& t : threads_) {
+      if (t.get_id() == std::this_thread::get_id()) {
+        t.detach();  // a pool task dropped the last reference to the context
+      } else if (t.joinable()) {
+        t.join();
+      }
+    }
+  }
+
+  size_t size() const { return threads_.size(); }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::function<void()>> tasks;
+    bool stopping = false;
+  };
+
+  static void loop(State& state) {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(state.mu);
+        state.cv.wait(lock, [&state] { return state.stopping || !state.tasks.empty(); });
+        if (state.tasks.empty()) return;  // stopping, queue drained
+        task = std::move(state.tasks.front());
+        state.tasks.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::shared_ptr<State> state_;
+  std::vector<std::thread> threads_;
+};
+
+class MtCmaChannel;
+
+class MtCmaContext final : public tensorpipe::channel::Context,
+                           public std::enable_shared_from_this<MtCmaContext> {
+ public:
+  explicit MtCmaContext(size_t threads) {
+    std::string why;
+    std::string descriptor = makeDescriptor(why);
+    if (descriptor.empty()) return;  // not viable: TensorPipe never sees it
+    descriptors_[Device{tensorpipe::kCpuDeviceType, 0}] = std::move(descriptor);
+    size_t hardware = std::max<size_t>(1, std::thread::hardware_concurrency());
+    if (threads == 0) threads = envSize("RPCJOB_MTCMA_THREADS", std::min<size_t>(8, hardware));
+    chunkBytes_ = envSize("RPCJOB_MTCMA_CHUNK_BYTES", 0);
+    pool_ = std::make_unique<CopyPool>(std::max<size_t>(1, threads));
+    viable_ = true;
+  }
+  ~MtCmaContext() override {
+    if (pool_) pool_->stop();
+  }
+
+  bool isViable() const override { return viable_; }
+  size_t numConnectionsNeeded() const override { return 1; }
+  const std::unordered_map<Device, std::string>& deviceDescriptors() const override {
+    return descriptors_;
+  }
+  bool canCommunicateWithRemote(const std::string& local,
+                                const std::string& remote) const override {
+    return !local.empty() && local == remote;
+  }
+  std::shared_ptr<tensorpipe::channel::Channel> createChannel(
+      std::vector<std::shared_ptr<tensorpipe::transport::Connection>> connections,
+      tensorpipe::channel::Endpoint) override;
+  void setId(std::string) override {}
+  void close() override;
+  void join() override {
+    close();
+    if (pool_) pool_->stop();
+  }
+
+  CopyPool& pool() { return *pool_; }
+  // Bytes per pooled read of a transfer of `length` bytes.
+  size_t chunkFor(size_t length) const {
+    if (chunkBytes_ > 0) return chunkBytes_;
+    size_t pieces = 2 * pool_->size();
+    size_t chunk = (length + pieces - 1) / pieces;
+    chunk = (chunk + 4095) / 4096 * 4096;
+    return std::max(chunk, kMtCmaInlineBytes);
+  }
+
+ private:
+  bool viable_ = false;
+  size_t chunkBytes_ = 0;
+  std::unordered_map<Device, std::string> descriptors_;
+  std::unique_ptr<CopyPool> pool_;
+  std::mutex mu_;
+  bool closed_ = false;
+  std::vector<std::weak_ptr<tensorpipe::channel::Channel>> channels_;
+};
+
+class MtCmaChannel final : public tensorpipe::channel::Channel,
+                           public std::enable_shared_from_this<MtCmaChannel> {
+ public:
+  MtCmaChannel(std::shared_ptr<MtCmaContext> context,
+               std::shared_ptr<tensorpipe::transport::Connection> connection)
+      : context_(std::move(context)), connection_(std::move(connection)) {}
+
+  void start() { readNext(); }
+
+  void send(Buffer buffer, size_t length, tensorpipe::channel::TSendCallback callback) override {
+    if (length == 0) {
+      callback(Error::kSuccess);
+      return;
+    }
+    auto m = std::make_shared<WireMessage>();
+    m->kind = Kind::kSend;
+    m->pid = static_cast<int64_t>(::getpid());
+    m->address = reinterpret_cast<uintptr_t>(buffer.unwrap<CpuBuffer>().ptr);
+    m->length = length;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!error_.empty()) {
+        std::string e = error_;
+        lock.unlock();
+        callback(makeError(e));
+        return;
+      }
+      m->seq = nextSeq_++;
+      sends_[m->seq] = std::move(callback);
+    }
+    auto self = shared_from_this();
+    connection_->write(m.get(), sizeof(WireMessage), [self, m](const Error& e) {
+      if (e) self->fail(e.what());
+    });
+  }
+
+  void recv(Buffer buffer, size_t length, tensorpipe::channel::TRecvCallback callback) override {
+    if (length == 0) {
+      callback(Error::kSuccess);
+      return;
+    }
+    PendingRecv r{static_cast<char*>(buffer.unwrap<CpuBuffer>().ptr), length, std::move(callback)};
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!error_.empty()) {
+      std::string e = error_;
+      lock.unlock();
+      r.callback(makeError(e));
+      return;
+    }
+    recvs_.push_back(std::move(r));
+    matchLocked(lock);
+  }
+
+  void setId(std::string) override {}
+  void close() override { fail("channel closed"); }
+
+ private:
+  struct PendingRecv {
+    char* ptr;
+    size_t length;
+    tensorpipe::channel::TRecvCallback callback;
+  };
+  // A pooled read: the chunks count down; the last one finishes the transfer.
+  struct Transfer {
+    PendingRecv recv;
+    WireMessage request;
+    std::atomic<size_t> remaining{0};
+    std::mutex mu;
+    std::string error;
+  };
+
+  void readNext() {
+    auto self = shared_from_this();
+    connection_->read([self](const Error& e, const void* ptr, size_t length) {
+      if (e) {
+        self->fail(e.what());
+        return;
+      }
+      if (length != sizeof(WireMessage)) {
+        self->fail("malformed control message (" + std::to_string(length) + " bytes)");
+        return;
+      }
+      WireMessage m;
+      std::memcpy(&m, ptr, sizeof(m));
+      if (m.kind == Kind::kAck) {
+        self->onAck(m);
+      } else if (m.kind == Kind::kSend) {
+        std::unique_lock<std::mutex> lock(self->mu_);
+        self->arrived_.push_back(m);
+        self->matchLocked(lock);
+      } else {
+        self->fail("unknown control message kind");
+        return;
+      }
+      self->readNext();
+    });
+  }
+
+  void onAck(const WireMessage& m) {
+    tensorpipe::channel::TSendCallback callback;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = sends_.find(m.seq);
+      if (it == sends_.end()) return;
+      callback = std::move(it->second);
+      sends_.erase(it);
+    }
+    callback(m.status == 0 ? Error::kSuccess : makeError("the receiver could not read the data"));
+  }
+
+  // Pairs receives with arrived sends, in order; the copies run outside the lock.
+  void matchLocked(std::unique_lock<std::mutex>& lock) {
+    while (!recvs_.empty() && !arrived_.empty()) {
+      PendingRecv r = std::move(recvs_.front());
+      recvs_.pop_front();
+      WireMessage m = arrived_.front();
+      arrived_.pop_front();
+      lock.unlock();
+      copy(std::move(r), m);
+      lock.lock();
+    }
+  }
+
+  void copy(PendingRecv r, const WireMessage& m) {
+    if (m.length != r.length) {
+      finish(std::move(r), m,
+             "length mismatch: " + std::to_string(m.length) + " sent, " + std::to_string(r.length) +
+                 " expected");
+      return;
+    }
+    const pid_t pid = static_cast<pid_t>(m.pid);
+    if (r.length < kMtCmaInlineBytes) {
+      std::string error = readRemote(pid, r.ptr, m.address, r.length);
+      finish(std::move(r), m, error);
+      return;
+    }
+    const size_t chunk = context_->chunkFor(r.length);
+    const size_t chunks = (r.length + chunk - 1) / chunk;
+    auto transfer = std::make_shared<Transfer>();
+    transfer->recv = std::move(r);
+    transfer->request = m;
+    transfer->remaining = chunks;
+    std::vector<std::function<void()>> tasks;
+    tasks.reserve(chunks);
+    auto self = shared_from_this();
+    for (size_t i = 0; i < chunks; ++i) {
+      tasks.push_back([self, transfer, i, chunk, pid] {
+        const size_t offset = i * chunk;
+        const size_t length = std::min(chunk, transfer->recv.length - offset);
+        std::string error;
+        {
+          std::lock_guard<std::mutex> lock(self->mu_);
+          if (!self->error_.empty()) error = self->error_;
+        }
+        if (error.empty()) {
+          error = readRemote(pid, transfer->recv.ptr + offset, transfer->request.address + offset,
+                             length);
+        }
+        if (!error.empty()) {
+          std::lock_guard<std::mutex> lock(transfer->mu);
+          if (transfer->error.empty()) transfer->error = error;
+        }
+        if (transfer->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+          std::string final;
+          {
+            std::lock_guard<std::mutex> lock(transfer->mu);
+            final = transfer->error;
+          }
+          self->finish(std::move(transfer->recv), transfer->request, final);
+        }
+      });
+    }
+    context_->pool().post(std::move(tasks));
+  }
+
+  // Acks the sender (with the outcome) and completes the receive.
+  void finish(PendingRecv r, const WireMessage& m, const std::string& error) {
+    auto ack = std::make_shared<WireMessage>();
+    ack->kind = Kind::kAck;
+    ack->seq = m.seq;
+    ack->status = error.empty() ? 0 : 1;
+    auto self = shared_from_this();
+    connection_->write(ack.get(), sizeof(WireMessage), [self, ack](const Error& e) {
+      if (e) self->fail(e.what());
+    });
+    r.callback(error.empty() ? Error::kSuccess : makeError(error));
+  }
+
+  void fail(const std::string& why) {
+    std::map<uint64_t, tensorpipe::channel::TSendCallback> sends;
+    std::deque<PendingRecv> recvs;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (error_.empty()) error_ = why;
+      sends.swap(sends_);
+      recvs.swap(recvs_);
+      arrived_.clear();
+    }
+    connection_->close();
+    for (auto& [seq, callback] : sends) callback(makeError(why));
+    for (auto& r : recvs) r.callback(makeError(why));
+  }
+
+  std::shared_ptr<MtCmaContext> context_;
+  std::shared_ptr<tensorpipe::transport::Connection> connection_;
+  std::mutex mu_;
+  std::string error_;
+  uint64_t nextSeq_ = 1;
+  std::map<uint64_t, tensorpipe::channel::TSendCallback> sends_;
+  std::deque<PendingRecv> recvs_;
+  std::deque<WireMessage> arrived_;
+};
+
+std::shared_ptr<tensorpipe::channel::Channel> MtCmaContext::createChannel(
+    std::vector<std::shared_ptr<tensorpipe::transport::Connection>> connections,
+    tensorpipe::channel::Endpoint) {
+  auto channel = std::make_shared<MtCmaChannel>(shared_from_this(), std::move(connections.at(0)));
+  bool closed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed = closed_;
+    if (!closed) {
+      channels_.erase(std::remove_if(channels_.begin(), channels_.end(),
+                                     [](const auto& weak) { return weak.expired(); }),
+                      channels_.end());
+      channels_.push_back(channel);
+    }
+  }
+  channel->start();
+  if (closed) channel->close();
+  return channel;
+}
+
+void MtCmaContext::close() {
+  std::vector<std::shared_ptr<tensorpipe::channel::Channel>> open;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    for (auto& weak : channels_) {
+      if (auto c = weak.lock()) open.push_back(std::move(c));
+    }
+    channels_.clear();
+  }
+  for (auto& c : open) c->close();
+}
+
+}  // namespace
+
+std::shared_ptr<tensorpipe::channel::Context> createMtCmaChannel(size_t threads) {
+  return std::make_shared<MtCmaContext>(threads);
+}
+
+}  // namespace rpcjob::runtime::channels
