@@ -97,12 +97,17 @@ TEST(Run, EveryExampleRunsWithTheRealWorker) {
     EXPECT_TRUE(std::filesystem::exists(dir.path() + "/run/assignment.yaml"));
     const std::string stem = entry.path().stem().string();
     if (stem == "transfer-bench") {
-      // rank 0 prints a row of figures per peer.
-      for (const auto& peer : {"peer0", "peer1", "peer2"}) {
-        EXPECT_TRUE(std::regex_search(r.output, std::regex(std::string("\\[bench\\] ") + peer +
-                                                           " +[0-9.]+ +[0-9.]+ +[0-9]+ ")))
-            << peer << "\n"
-            << r.output;
+      // rank 0 prints a row of figures per pair of workers and channel: every
+      // pair over basic at least (always usable), with the transport.
+      const std::vector<std::string> names = {"bench", "peer0", "peer1", "peer2"};
+      for (size_t i = 0; i < names.size(); ++i) {
+        for (size_t j = i + 1; j < names.size(); ++j) {
+          EXPECT_TRUE(
+              std::regex_search(r.output, std::regex("\\[bench\\] " + names[i] + " +" + names[j] +
+                                                     " +basic +[a-z]+ +[0-9.]+ +[0-9.]+ +[0-9]+ ")))
+              << names[i] << " -> " << names[j] << "\n"
+              << r.output;
+        }
       }
       EXPECT_THAT(r.output, HasSubstr("GB/s"));
     } else if (stem == "model-split" || stem == "model-split-cuda") {

@@ -106,7 +106,9 @@ int main(int argc, char** argv) {
   bool json = false;
   bool metricsOverhead = false;
   std::string worker = RPCJOB_WORKER_BINARY;
-  std::vector<std::string> benchArgs = {"bench", "--json"};
+  // Only the pair as configured (the default channels): the per-channel passes
+  // of `rpcjob-worker bench` are for its own table.
+  std::vector<std::string> benchArgs = {"bench", "--json", "--channels", "auto"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--json") {

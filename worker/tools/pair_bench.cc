@@ -2,16 +2,32 @@
 
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/ones.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <sstream>
+#include <stdexcept>
 
 namespace rpcjob::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using runtime::CallOptions;
+using runtime::Runtime;
+
+constexpr const char* kPort = "rpcjob.bench.port";
+constexpr const char* kOpen = "rpcjob.bench.open";
+constexpr const char* kMeasure = "rpcjob.bench.measure";
+constexpr const char* kClose = "rpcjob.bench.close";
+constexpr const char* kAuto = "auto";
+
+const CallOptions kOpenTimeout{std::chrono::seconds(120)};
+const CallOptions kMeasureTimeout{std::chrono::minutes(30)};
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -25,8 +41,7 @@ double secondsSince(Clock::time_point start) {
 }
 
 // Median round trip in seconds of echoing `tensor`.
-double tensorRtt(runtime::Runtime& rt, const std::string& peer, const at::Tensor& tensor,
-                 int iterations) {
+double tensorRtt(Runtime& rt, const std::string& peer, const at::Tensor& tensor, int iterations) {
   rt.rpcSync(peer, runtime::kBuiltinEcho, {tensor});  // warm-up: allocator, pages
   std::vector<double> times;
   for (int i = 0; i < iterations; ++i) {
@@ -38,11 +53,76 @@ double tensorRtt(runtime::Runtime& rt, const std::string& peer, const at::Tensor
   return percentile(times, 0.5);
 }
 
+// A free TCP port (bound and released: the runtime binds it right after).
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("socket failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    throw std::runtime_error("no free port");
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string hostOf(const std::string& address) {
+  return address.substr(0, address.rfind(':'));
+}
+
+c10::IValue encode(const PairResult& r) {
+  std::vector<c10::IValue> f = {r.from,          r.peer,           r.pass,     r.channel,
+                                r.transport,     r.measured,       r.note,     r.smallRttP50Us,
+                                r.smallRttP99Us, r.asyncCallsPerS, r.rtt4mbMs, r.rtt400mbMs,
+                                r.gbps400mb};
+  return c10::ivalue::Tuple::create(std::move(f));
+}
+
+PairResult decode(const c10::IValue& v) {
+  const auto& f = v.toTupleRef().elements();
+  PairResult r;
+  r.from = f.at(0).toStringRef();
+  r.peer = f.at(1).toStringRef();
+  r.pass = f.at(2).toStringRef();
+  r.channel = f.at(3).toStringRef();
+  r.transport = f.at(4).toStringRef();
+  r.measured = f.at(5).toBool();
+  r.note = f.at(6).toStringRef();
+  r.smallRttP50Us = f.at(7).toDouble();
+  r.smallRttP99Us = f.at(8).toDouble();
+  r.asyncCallsPerS = f.at(9).toDouble();
+  r.rtt4mbMs = f.at(10).toDouble();
+  r.rtt400mbMs = f.at(11).toDouble();
+  r.gbps400mb = f.at(12).toDouble();
+  return r;
+}
+
+std::string jsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
 }  // namespace
 
-PairResult benchPair(runtime::Runtime& rt, const std::string& peer, const BenchConfig& config) {
+PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& config) {
   PairResult r;
+  r.from = rt.self().name;
   r.peer = peer;
+  r.measured = true;
   at::Tensor small = at::ones({1});
   for (int i = 0; i < 200; ++i) rt.rpcSync(peer, runtime::kBuiltinEcho, {small});
   std::vector<double> us;
@@ -76,23 +156,235 @@ PairResult benchPair(runtime::Runtime& rt, const std::string& peer, const BenchC
     r.gbps400mb = 2.0 * static_cast<double>(big.nbytes()) / seconds / 1e9;
   }
   for (const auto& c : rt.channelChoices()) {
-    if (c.peer == peer) r.channels.push_back(c);
+    if (c.peer == peer && c.localDevice == "cpu:0" && c.remoteDevice == "cpu:0") {
+      r.channel = c.channel;
+      r.transport = c.transport;
+    }
   }
   return r;
 }
 
-std::string toJson(const PairResult& r) {
+struct BenchAgent::State {
+  Assignment assignment;
+  std::string name;
+  runtime::RuntimeOptions base;
+  BenchConfig config;
+  std::mutex mu;
+  std::unique_ptr<Runtime> pass;  // the current channel pass's runtime
+  std::string passChannel;
+
+  // rpcjob.bench.open: a runtime on `addresses` (rank order) with channels {C, basic}.
+  void open(const std::string& channel, const std::vector<std::string>& addresses) {
+    Assignment a = assignment;
+    if (addresses.size() != a.workers.size()) throw std::invalid_argument("bad address list");
+    for (size_t i = 0; i < a.workers.size(); ++i) {
+      a.workers[i].address = addresses[i];
+      a.workers[i].channels.clear();
+      a.workers[i].metricsPort = 0;
+    }
+    a.channels.clear();
+    runtime::RuntimeOptions options = base;
+    options.hooks = {};
+    options.observer = nullptr;
+    options.channels = {channel};
+    if (channel != "basic") options.channels.push_back("basic");
+    options.startTimeout = std::chrono::seconds(60);
+    auto rt = std::make_unique<Runtime>(std::move(a), name, std::move(options));
+    rt->start();
+    std::lock_guard<std::mutex> lock(mu);
+    pass = std::move(rt);
+    passChannel = channel;
+  }
+
+  PairResult measure(Runtime& control, const std::string& peer, const std::string& channel,
+                     const BenchConfig& config) {
+    Runtime* rt = &control;
+    std::unique_lock<std::mutex> lock(mu);
+    if (channel != kAuto) {
+      if (!pass || passChannel != channel) {
+        throw std::runtime_error("no runtime open for channel " + channel);
+      }
+      rt = pass.get();
+    }
+    lock.unlock();
+    std::string chosen = "?", transport = "?";
+    for (const auto& c : rt->channelChoices()) {
+      if (c.peer == peer && c.localDevice == "cpu:0" && c.remoteDevice == "cpu:0") {
+        chosen = c.channel;
+        transport = c.transport;
+      }
+    }
+    if (channel != kAuto && chosen != channel) {
+      PairResult r;
+      r.from = rt->self().name;
+      r.peer = peer;
+      r.pass = channel;
+      r.channel = chosen;
+      r.transport = transport;
+      r.note = channel + " not usable between them (TensorPipe chose " + chosen + ")";
+      return r;
+    }
+    PairResult r = benchPair(*rt, peer, config);
+    r.pass = channel;
+    return r;
+  }
+
+  void close(bool graceful) {
+    std::unique_ptr<Runtime> rt;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      rt = std::move(pass);
+      passChannel.clear();
+    }
+    if (rt) {
+      rt->shutdown(graceful ? runtime::ShutdownMode::kGraceful : runtime::ShutdownMode::kImmediate,
+                   std::chrono::seconds(60));
+    }
+  }
+};
+
+BenchAgent::BenchAgent(Assignment assignment, std::string name, runtime::RuntimeOptions base,
+                       BenchConfig config)
+    : state_(std::make_shared<State>()) {
+  state_->assignment = std::move(assignment);
+  state_->name = std::move(name);
+  state_->base = std::move(base);
+  state_->config = std::move(config);
+}
+
+BenchAgent::~BenchAgent() {
+  if (state_) state_->close(false);
+}
+
+void BenchAgent::registerFunctions(Runtime& control) {
+  auto state = state_;
+  control.registerFunction(kPort, [state](const runtime::CallInfo&, std::vector<c10::IValue>) {
+    const auto* self = state->assignment.byName(state->name);
+    return c10::IValue(hostOf(self->address) + ":" + std::to_string(freePort()));
+  });
+  control.registerFunction(kOpen, [state](const runtime::CallInfo&, std::vector<c10::IValue> a) {
+    std::vector<std::string> addresses;
+    for (const auto& e : a.at(1).toListRef()) addresses.push_back(e.toStringRef());
+    state->open(a.at(0).toStringRef(), addresses);
+    return c10::IValue();
+  });
+  control.registerFunction(
+      kMeasure, [state](const runtime::CallInfo& call, std::vector<c10::IValue> a) {
+        // Rank 0's iteration counts, whatever this worker was given.
+        const auto& c = a.at(2).toTupleRef().elements();
+        BenchConfig config;
+        config.smallCalls = static_cast<int>(c.at(0).toInt());
+        config.asyncCalls = static_cast<int>(c.at(1).toInt());
+        config.rtt4mbIterations = static_cast<int>(c.at(2).toInt());
+        config.rtt400mbIterations = static_cast<int>(c.at(3).toInt());
+        config.large = c.at(4).toBool();
+        return encode(
+            state->measure(call.runtime, a.at(0).toStringRef(), a.at(1).toStringRef(), config));
+      });
+  control.registerFunction(kClose, [state](const runtime::CallInfo&, std::vector<c10::IValue> a) {
+    state->close(a.at(0).toBool());
+    return c10::IValue();
+  });
+}
+
+std::vector<PairResult> BenchAgent::run(Runtime& control) {
+  State& s = *state_;
+  std::vector<std::string> passes = s.config.channels;
+  if (passes.empty()) passes = s.base.channels.empty() ? kBenchChannels : s.base.channels;
+  const auto& workers = control.workers();  // rank order
+  const std::string& self = control.self().name;
+
+  std::vector<std::pair<size_t, size_t>> pairs;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    for (size_t j = 0; j < workers.size(); ++j) {
+      if (i != j && (s.config.ordered || i < j)) pairs.emplace_back(i, j);
+    }
+  }
+
+  std::vector<PairResult> results;
+  for (const std::string& channel : passes) {
+    std::string failure;
+    if (channel != kAuto) {
+      // Addresses, then every worker opens and starts its runtime at once.
+      std::vector<std::string> addresses;
+      c10::List<std::string> list;
+      for (const auto& w : workers) {
+        std::string address = w.name == self ? hostOf(s.assignment.byName(self)->address) + ":" +
+                                                   std::to_string(freePort())
+                                             : control.rpcSync(w.name, kPort, {}).toStringRef();
+        addresses.push_back(address);
+        list.push_back(address);
+      }
+      std::vector<std::pair<std::string, runtime::Future>> opens;
+      for (const auto& w : workers) {
+        if (w.name == self) continue;
+        opens.emplace_back(w.name, control.rpcAsync(w.name, kOpen, {channel, list}, kOpenTimeout));
+      }
+      try {
+        s.open(channel, addresses);
+      } catch (const std::exception& e) {
+        failure = self + ": " + e.what();
+      }
+      for (auto& [name, f] : opens) {
+        try {
+          f.value();
+        } catch (const std::exception& e) {
+          if (failure.empty()) failure = name + ": " + e.what();
+        }
+      }
+    }
+    for (const auto& [i, j] : pairs) {
+      PairResult r;
+      if (!failure.empty()) {
+        r.from = workers[i].name;
+        r.peer = workers[j].name;
+        r.pass = channel;
+        r.note = "pass failed: " + failure;
+      } else if (workers[i].name == self) {
+        r = s.measure(control, workers[j].name, channel, s.config);
+      } else {
+        const auto& c = s.config;
+        c10::IValue config = c10::ivalue::Tuple::create(
+            {int64_t{c.smallCalls}, int64_t{c.asyncCalls}, int64_t{c.rtt4mbIterations},
+             int64_t{c.rtt400mbIterations}, c.large});
+        r = decode(control.rpcSync(workers[i].name, kMeasure, {workers[j].name, channel, config},
+                                   kMeasureTimeout));
+      }
+      results.push_back(std::move(r));
+    }
+    if (channel != kAuto) {
+      // A failed pass may have left runtimes waiting for peers: close at once.
+      const bool graceful = failure.empty();
+      std::vector<runtime::Future> closes;
+      for (const auto& w : workers) {
+        if (w.name != self)
+          closes.push_back(control.rpcAsync(w.name, kClose, {graceful}, kOpenTimeout));
+      }
+      s.close(graceful);
+      for (auto& f : closes) f.value();
+    }
+  }
+  return results;
+}
+
+std::string toJson(const std::vector<PairResult>& results) {
   std::ostringstream out;
-  out << "{\"peer\":\"" << r.peer << "\",\"small_rtt_p50_us\":" << r.smallRttP50Us
-      << ",\"small_rtt_p99_us\":" << r.smallRttP99Us
-      << ",\"async_calls_per_s\":" << r.asyncCallsPerS << ",\"rtt_4mb_ms\":" << r.rtt4mbMs
-      << ",\"rtt_400mb_ms\":" << r.rtt400mbMs << ",\"gbps_400mb\":" << r.gbps400mb
-      << ",\"channels\":[";
-  for (size_t i = 0; i < r.channels.size(); ++i) {
-    const auto& c = r.channels[i];
-    out << (i ? "," : "") << "{\"local\":\"" << c.localDevice << "\",\"remote\":\""
-        << c.remoteDevice << "\",\"channel\":\"" << c.channel << "\",\"transport\":\""
-        << c.transport << "\"}";
+  out << "{\"results\":[";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    out << (i ? "," : "") << "{\"from\":" << jsonString(r.from)
+        << ",\"peer\":" << jsonString(r.peer) << ",\"channel\":" << jsonString(r.channel)
+        << ",\"transport\":" << jsonString(r.transport) << ",\"pass\":" << jsonString(r.pass)
+        << ",\"measured\":" << (r.measured ? "true" : "false");
+    if (r.measured) {
+      out << ",\"small_rtt_p50_us\":" << r.smallRttP50Us
+          << ",\"small_rtt_p99_us\":" << r.smallRttP99Us
+          << ",\"async_calls_per_s\":" << r.asyncCallsPerS << ",\"rtt_4mb_ms\":" << r.rtt4mbMs
+          << ",\"rtt_400mb_ms\":" << r.rtt400mbMs << ",\"gbps_400mb\":" << r.gbps400mb;
+    } else {
+      out << ",\"note\":" << jsonString(r.note);
+    }
+    out << "}";
   }
   out << "]}";
   return out.str();
@@ -100,17 +392,27 @@ std::string toJson(const PairResult& r) {
 
 std::string toTable(const std::vector<PairResult>& results) {
   std::ostringstream out;
-  char line[256];
-  std::snprintf(line, sizeof(line), "%-16s %10s %10s %12s %10s %11s %9s  %s\n", "peer", "p50 us",
-                "p99 us", "async/s", "4MB ms", "400MB ms", "GB/s", "channel (cpu)");
+  char line[512];
+  std::snprintf(line, sizeof(line), "%-12s %-12s %-11s %-9s %9s %9s %10s %9s %10s %7s\n", "from",
+                "to", "channel", "transport", "p50 us", "p99 us", "async/s", "4MB ms", "400MB ms",
+                "GB/s");
   out << line;
   for (const auto& r : results) {
-    std::string channel =
-        r.channels.empty() ? "?"
-                           : r.channels.front().channel + " over " + r.channels.front().transport;
-    std::snprintf(line, sizeof(line), "%-16s %10.1f %10.1f %12.0f %10.3f %11.1f %9.2f  %s\n",
-                  r.peer.c_str(), r.smallRttP50Us, r.smallRttP99Us, r.asyncCallsPerS, r.rtt4mbMs,
-                  r.rtt400mbMs, r.gbps400mb, channel.c_str());
+    const std::string channel = r.measured ? r.channel : r.pass;
+    if (!r.measured) {
+      std::snprintf(line, sizeof(line), "%-12s %-12s %-11s %-9s %s\n", r.from.c_str(),
+                    r.peer.c_str(), channel.c_str(), "-", r.note.c_str());
+    } else if (r.rtt400mbMs > 0) {
+      std::snprintf(
+          line, sizeof(line), "%-12s %-12s %-11s %-9s %9.1f %9.1f %10.0f %9.3f %10.1f %7.2f\n",
+          r.from.c_str(), r.peer.c_str(), channel.c_str(), r.transport.c_str(), r.smallRttP50Us,
+          r.smallRttP99Us, r.asyncCallsPerS, r.rtt4mbMs, r.rtt400mbMs, r.gbps400mb);
+    } else {
+      std::snprintf(line, sizeof(line),
+                    "%-12s %-12s %-11s %-9s %9.1f %9.1f %10.0f %9.3f %10s %7s\n", r.from.c_str(),
+                    r.peer.c_str(), channel.c_str(), r.transport.c_str(), r.smallRttP50Us,
+                    r.smallRttP99Us, r.asyncCallsPerS, r.rtt4mbMs, "-", "-");
+    }
     out << line;
   }
   return out.str();

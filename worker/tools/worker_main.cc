@@ -2,7 +2,9 @@
 // (RPCJOB_ASSIGNMENT or RPCJOB_PEERS, and RPCJOB_WORKER_NAME or RPCJOB_RANK).
 //
 //   rpcjob-worker serve [--deadline-s N]   serve calls until every worker shuts down
-//   rpcjob-worker bench [--json] [--no-large]   rank 0 measures every peer; others serve
+//   rpcjob-worker bench [--json] [--no-large] [--quick] [--ordered] [--channels a,b|auto]
+//                                            rank 0 drives: every pair of workers, over
+//                                            every CPU channel (tools/pair_bench.h)
 //   rpcjob-worker model-split [--iterations N] [--size N]   the seeds' experiment (workloads/)
 //   rpcjob-worker send --bytes N --count K [--device D]   rank 0 sends K tensors of N
 //                                            bytes (on device D, default cpu) to every
@@ -16,6 +18,7 @@
 
 #include <ATen/ops/full.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iostream>
@@ -34,7 +37,8 @@ namespace {
 int usage() {
   std::cerr
       << "usage: rpcjob-worker serve [--deadline-s N]\n"
-         "       rpcjob-worker bench [--json] [--no-large]\n"
+         "       rpcjob-worker bench [--json] [--no-large] [--quick] [--ordered]\n"
+         "                           [--channels NAME,...|auto]\n"
          "       rpcjob-worker model-split [--iterations N] [--size N]\n"
          "       rpcjob-worker send --bytes N --count K [--device cpu|cuda:N]\n"
          "       common options: [--metrics-port N] [--hold-s N]\n"
@@ -66,6 +70,17 @@ int main(int argc, char** argv) {
       json = true;
     } else if (arg == "--no-large") {
       config.large = false;
+    } else if (arg == "--quick") {
+      config.quick();
+    } else if (arg == "--ordered") {
+      config.ordered = true;
+    } else if (arg == "--channels" && i + 1 < argc) {
+      std::string list = argv[++i];
+      for (size_t at = 0; at <= list.size();) {
+        size_t end = std::min(list.find(',', at), list.size());
+        if (end > at) config.channels.push_back(list.substr(at, end - at));
+        at = end + 1;
+      }
     } else if (arg == "--iterations" && i + 1 < argc) {
       split.iterations = std::stoi(argv[++i]);
     } else if (arg == "--size" && i + 1 < argc) {
@@ -95,6 +110,7 @@ int main(int argc, char** argv) {
   // before any thread starts.
   std::unique_ptr<rpcjob::worker::WorkerMetrics> metrics;
   std::unique_ptr<Runtime> rt;
+  std::unique_ptr<rpcjob::worker::BenchAgent> bench;  // after rt: its runtimes go first
   try {
     rpcjob::Identity identity = rpcjob::identityFromEnvironment();
     RuntimeOptions options = optionsFromAssignment(identity.assignment, identity.name);
@@ -106,6 +122,10 @@ int main(int argc, char** argv) {
                                                                 identity.name);
       metrics->install(options, {});  // function series appear on first use
     }
+    if (mode == "bench") {
+      bench = std::make_unique<rpcjob::worker::BenchAgent>(identity.assignment, identity.name,
+                                                           options, config);
+    }
     rt = std::make_unique<Runtime>(std::move(identity.assignment), identity.name,
                                    std::move(options));
   } catch (const std::exception& e) {
@@ -115,6 +135,7 @@ int main(int argc, char** argv) {
   bool failed = false;
   try {
     if (mode == "model-split") rpcjob::worker::registerModelSplit(*rt, split);
+    if (bench) bench->registerFunctions(*rt);
     if (mode == "send") {
       rt->registerFunction(
           "rpcjob.sink", [](const CallInfo&, std::vector<c10::IValue>) { return c10::IValue(); },
@@ -143,16 +164,10 @@ int main(int argc, char** argv) {
       failed = !result.matchesLocal;
     }
     if (mode == "bench" && rt->self().rank == 0) {
-      std::vector<rpcjob::worker::PairResult> results;
-      for (const auto& w : rt->workers()) {
-        if (w.rank == 0) continue;
-        results.push_back(rpcjob::worker::benchPair(*rt, w.name, config));
-      }
-      if (json) {
-        for (const auto& r : results) std::cout << rpcjob::worker::toJson(r) << "\n";
-      } else {
-        std::cout << rpcjob::worker::toTable(results);
-      }
+      const auto results = bench->run(*rt);
+      std::cout << (json ? rpcjob::worker::toJson(results) + "\n"
+                         : rpcjob::worker::toTable(results))
+                << std::flush;
     }
     // Serving is waiting in the shutdown barrier: it returns once every worker
     // has joined (or died), and until then this worker keeps answering calls.
