@@ -34,7 +34,8 @@ const std::map<std::string, std::vector<std::string>>& enumFields() {
       {"spec.deviceMaps.mode", {"Auto", "Explicit"}},
       {"spec.transports[]", {"shm", "ibv", "uv"}},
       {"spec.channels[]",
-       {"cuda_ipc", "cuda_gdr", "cuda_xth", "cuda_basic", "cma", "mpt", "xth", "basic"}},
+       {"cuda_nvlink", "cuda_ipc", "cuda_gdr", "cuda_xth", "cuda_basic", "rpcjob_cma", "cma", "mpt",
+        "xth", "basic"}},
       {"spec.runPolicy.cleanPodPolicy", {"None", "Running", "All"}},
   };
   return kEnums;

@@ -31,8 +31,8 @@ Link linkBetween(bool samePod, bool bothRdma, bool bothGpus, const api::RpcJobSp
   std::vector<std::string> cuda;
   if (samePod) {
     transports = {"shm", "uv"};
-    cpu = {"cma", "basic"};
-    cuda = {"cuda_ipc", "cuda_basic"};
+    cpu = {"rpcjob_cma", "cma", "basic"};
+    cuda = {"cuda_nvlink", "cuda_ipc", "cuda_basic"};
   } else {
     transports = bothRdma ? std::vector<std::string>{"ibv", "uv"} : std::vector<std::string>{"uv"};
     cpu = {"mpt", "basic"};

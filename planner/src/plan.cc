@@ -180,7 +180,7 @@ Plan planJob(const api::RpcJob& job, const ClusterView& cluster, const PlanOptio
     const Node* node = nodeByName[pod.node];
     if (pod.requests.gpus > 1 && pod.workers.size() > 1 && node->hasNvlink()) {
       plan.notes.push_back("pod " + pod.name + " on " + pod.node +
-                           ": its workers' GPUs are connected by NVLink (cuda_ipc)");
+                           ": its workers' GPUs are connected by NVLink (cuda_nvlink, cuda_ipc)");
     }
   }
 

@@ -71,7 +71,8 @@ TEST(Pods, AutoSharesAPodPerNodeWithNvlinkAndShm) {
   EXPECT_EQ(master.gpus, std::vector<int>{0});
   EXPECT_EQ(worker0.gpus, std::vector<int>{1});  // same pod: distinct devices
   EXPECT_EQ(master.channels.at("worker0"),
-            (std::vector<std::string>{"cuda_ipc", "cuda_basic", "cma", "basic"}));
+            (std::vector<std::string>{"cuda_nvlink", "cuda_ipc", "cuda_basic", "rpcjob_cma", "cma",
+                                      "basic"}));
   EXPECT_EQ(master.deviceMaps.at("worker0"), (DeviceMap{{"cuda:0", "cuda:1"}}));
   EXPECT_EQ(worker0.deviceMaps.at("master"), (DeviceMap{{"cuda:1", "cuda:0"}}));
   EXPECT_TRUE(plan.pods[0].shmVolume);
@@ -195,7 +196,8 @@ TEST(Local, ProcessesOnOneMachine) {
   EXPECT_EQ(w[2].metricsPort, 9402);
   EXPECT_EQ(w[0].pod, "");
   EXPECT_EQ(w[0].channels.at("w1"),
-            (std::vector<std::string>{"cuda_ipc", "cuda_basic", "cma", "basic"}));
+            (std::vector<std::string>{"cuda_nvlink", "cuda_ipc", "cuda_basic", "rpcjob_cma", "cma",
+                                      "basic"}));
   EXPECT_THAT(planJob(job({group("w", 5, 1)}), localCluster(4, 8000, 1 << 30), options).message,
               ::testing::HasSubstr("needs 1 more nvidia.com/gpu"));
 }

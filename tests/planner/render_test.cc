@@ -23,7 +23,10 @@ TEST(Render, TableShowsWorkersPodsAndPairs) {
   EXPECT_THAT(text,
               HasSubstr("0     master  master  a     job-pod0  0     job-pod0.job.ml.svc:29500"));
   EXPECT_THAT(text, HasSubstr("shm-volume shareProcessNamespace cap:SYS_PTRACE"));
-  EXPECT_THAT(text, HasSubstr("master  worker  cuda_ipc,cuda_basic,cma,basic  cuda:0->cuda:1"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "master  worker  cuda_nvlink,cuda_ipc,cuda_basic,rpcjob_cma,cma,basic  cuda:0->cuda:1"));
 }
 
 TEST(Render, UnschedulableShowsTheReason) {

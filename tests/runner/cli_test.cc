@@ -104,7 +104,8 @@ TEST_F(Plan, SingleNodeEightGpusOnePodOverNvlink) {
   EXPECT_THAT(r.output, HasSubstr("0     master   master  dgx   pipe-pod0  0"));
   EXPECT_THAT(r.output, HasSubstr("7     worker6  worker  dgx   pipe-pod0  7"));
   EXPECT_THAT(r.output,
-              HasSubstr("master   worker0  cuda_ipc,cuda_basic,cma,basic  cuda:0->cuda:1"));
+              HasSubstr("master   worker0  cuda_nvlink,cuda_ipc,cuda_basic,rpcjob_cma,cma,basic  "
+                        "cuda:0->cuda:1"));
 }
 
 TEST_F(Plan, TwoNodesWithAndWithoutRdma) {

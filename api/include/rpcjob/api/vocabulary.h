@@ -8,8 +8,11 @@
 namespace rpcjob::api {
 
 const std::vector<std::string>& knownTransports();  // shm, ibv, uv
-const std::vector<std::string>& knownChannels();    // cuda_ipc, cuda_gdr, cuda_xth, cuda_basic,
-                                                    // cma, mpt, xth, basic
+// cuda_nvlink and rpcjob_cma are rpcjob's own channels (worker/src/cuda/nvlink_channel.h,
+// worker/src/channels/mtcma/): one-copy NVLink and multi-threaded CMA, each ranked above
+// the stock channel it replaces; a peer without them falls back to that one.
+const std::vector<std::string>& knownChannels();  // cuda_nvlink, cuda_ipc, cuda_gdr, cuda_xth,
+                                                  // cuda_basic, rpcjob_cma, cma, mpt, xth, basic
 bool isKnownTransport(const std::string& name);
 bool isKnownChannel(const std::string& name);
 // Channels that move CUDA tensors (cuda_*).
