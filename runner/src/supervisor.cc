@@ -60,6 +60,25 @@ class SignalScope {
   std::map<int, struct sigaction> old_;
 };
 
+// For the lifetime of one supervise() call, orphans in the workers' process
+// groups (a shell's background children once the shell exits) are reparented to
+// us rather than to init, so we can reap them and know when a group is empty.
+class SubreaperScope {
+ public:
+  SubreaperScope() {
+    int was = 0;
+    if (prctl(PR_GET_CHILD_SUBREAPER, &was) == 0) was_ = was;
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+  }
+  ~SubreaperScope() { prctl(PR_SET_CHILD_SUBREAPER, was_); }
+
+ private:
+  int was_ = 0;
+};
+
+// How long the groups may take to vanish after SIGKILL.
+constexpr std::chrono::milliseconds kGroupExitTimeout{5000};
+
 void writeAll(int fd, const std::string& text) {
   std::size_t done = 0;
   while (done < text.size()) {
@@ -109,6 +128,10 @@ class Supervisor {
   void reap();
   void act(RunPolicy::Action action);
   void signalGroups(int signal);
+  // SIGKILL to every group, then reaps (we are the subreaper: orphans are ours)
+  // until every group is empty; bounded, so a process stuck in the kernel cannot
+  // hang the runner (it is reported instead).
+  void killGroupsAndWait();
   bool allExited() const;
   void readStream(Child& child, Stream& stream, bool toEnd);
   void closeStreams(Child& child);
@@ -297,6 +320,9 @@ void Supervisor::closeStreams(Child& child) {
   }
 }
 
+// Reaps the workers and, as the subreaper, the orphans of their groups (a
+// shell's background children whose shell has exited): an unreaped zombie still
+// counts as a member of its process group.
 void Supervisor::reap() {
   int raw = 0;
   pid_t pid;
@@ -316,6 +342,34 @@ void Supervisor::reap() {
 void Supervisor::signalGroups(int signal) {
   for (const auto& child : children_) {
     if (child.pgid > 0) kill(-child.pgid, signal);
+  }
+}
+
+void Supervisor::killGroupsAndWait() {
+  signalGroups(SIGKILL);
+  const auto giveUp = Clock::now() + kGroupExitTimeout;
+  while (true) {
+    reap();
+    std::vector<pid_t> alive;
+    for (const auto& child : children_) {
+      if (child.pgid > 0 && (kill(-child.pgid, 0) == 0 || errno != ESRCH)) {
+        alive.push_back(child.pgid);
+      }
+    }
+    if (alive.empty()) break;
+    if (Clock::now() >= giveUp) {
+      for (pid_t pgid : alive) {
+        say("process group " + std::to_string(pgid) + " still has processes " +
+            std::to_string(kGroupExitTimeout.count()) + " ms after SIGKILL");
+      }
+      break;
+    }
+    signalGroups(SIGKILL);  // a member forked since the last one
+    usleep(5000);
+  }
+  for (auto& child : children_) {
+    // Gone (or reported): a later kill(-pgid) must not hit a reused group id.
+    if (child.pid < 0) child.pgid = -1;
   }
 }
 
@@ -339,6 +393,7 @@ void Supervisor::act(RunPolicy::Action action) {
 
 SupervisorResult Supervisor::run() {
   SignalScope signals;
+  SubreaperScope subreaper;
   start_ = Clock::now();
   lastStatus_ = start_;
   // Not an optional<time_point>: GCC 12 warns it may be used uninitialized.
@@ -359,10 +414,8 @@ SupervisorResult Supervisor::run() {
     }
     if (allExited()) {
       if (policy_.phase() == JobPhase::Restarting) {
-        for (auto& child : children_) {
-          closeStreams(child);
-          if (child.pgid > 0) kill(-child.pgid, SIGKILL);  // leftovers of the attempt
-        }
+        for (auto& child : children_) closeStreams(child);
+        killGroupsAndWait();  // leftovers of the attempt (holding its ports, say)
         policy_.restarted();
         stopping_ = killed_ = false;
         say("restart " + std::to_string(policy_.restarts()) + " of " +
@@ -419,7 +472,7 @@ SupervisorResult Supervisor::run() {
     closeStreams(child);
     if (child.logFd >= 0) close(child.logFd);
   }
-  signalGroups(SIGKILL);  // anything a worker left behind in its group
+  killGroupsAndWait();  // anything a worker left behind in its group
   if (options_.liveStatus && statusShown_) writeAll(STDOUT_FILENO, "\r\033[K");
   say(statusText());
 

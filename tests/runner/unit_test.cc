@@ -1,9 +1,16 @@
 // The pure pieces of the runner: output prefixer, metrics-file parser, summary
-// table, run policy, launch commands and environment, machine-description parsers.
+// table, run policy, launch commands and environment, machine-description parsers;
+// and supervise() on `sh` workers, for the promise that nothing of a worker's
+// process group outlives it.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
 
 #include "rpcjob/api/parse.h"
 #include "rpcjob/assignment/environment.h"
@@ -15,6 +22,7 @@
 #include "rpcjob/runner/ports.h"
 #include "rpcjob/runner/run_policy.h"
 #include "rpcjob/runner/summary.h"
+#include "rpcjob/runner/supervisor.h"
 
 namespace rpcjob::runner {
 namespace {
@@ -249,6 +257,56 @@ TEST(Ports, DistinctFreePorts) {
   std::set<int> distinct(ports.begin(), ports.end());
   EXPECT_EQ(distinct.size(), 8u);
   for (int p : ports) EXPECT_GT(p, 0);
+}
+
+// Runs one `sh -c script` worker under supervise(); the script writes the pid of
+// a background child to $BG_PID_FILE, which is read back into `background`.
+SupervisorResult superviseShell(const std::string& script, pid_t& background) {
+  char pattern[] = "/tmp/rpcjob-unit-XXXXXX";
+  const std::string dir = mkdtemp(pattern);
+  WorkerLaunch w;
+  w.name = "w";
+  w.rank = 0;
+  w.logFile = dir + "/w.log";
+  w.argv = {"sh", "-c", script};
+  w.env = {{"BG_PID_FILE", dir + "/bg.pid"}};
+  SupervisorOptions options;
+  options.jobName = "group";
+  options.gracePeriod = std::chrono::milliseconds(500);
+  const SupervisorResult result = supervise({w}, options);
+  background = 0;
+  std::ifstream(dir + "/bg.pid") >> background;
+  std::filesystem::remove_all(dir);
+  return result;
+}
+
+// Gone for good: not even a zombie (kill(2) succeeds on those).
+void expectGone(pid_t pid) {
+  ASSERT_GT(pid, 0);
+  errno = 0;
+  EXPECT_EQ(kill(pid, 0), -1) << "process " << pid << " of the worker's group outlived supervise()";
+  EXPECT_EQ(errno, ESRCH);
+  kill(pid, SIGKILL);  // no stray sleeper if the expectations failed
+}
+
+// The group leader exits 0 at once; its background child must be killed and
+// reaped before supervise() returns, not merely sent a SIGKILL.
+TEST(Supervisor, ReturnsOnlyOnceTheGroupOfAWorkerThatExitedIsEmpty) {
+  pid_t background = 0;
+  const SupervisorResult r = superviseShell("sleep 60 & echo $! > \"$BG_PID_FILE\"", background);
+  EXPECT_EQ(r.phase, JobPhase::Succeeded);
+  expectGone(background);
+}
+
+// A SIGINT to us while the worker starts (the worker sends it): the job stops,
+// and the background child that ignores SIGTERM is gone when supervise() returns.
+TEST(Supervisor, InterruptLeavesNoProcessOfTheGroupBehind) {
+  pid_t background = 0;
+  const SupervisorResult r = superviseShell(
+      "(trap \"\" TERM; sleep 60) & echo $! > \"$BG_PID_FILE\"; kill -INT $PPID; wait", background);
+  EXPECT_EQ(r.phase, JobPhase::Failed);
+  EXPECT_EQ(r.interruptSignal, SIGINT);
+  expectGone(background);
 }
 
 }  // namespace
