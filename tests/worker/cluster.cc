@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <ATen/core/ivalue.h>
+
 #include "rpcjob/assignment/environment.h"
 #include "test_functions.h"
 
@@ -46,6 +48,7 @@ int waitFor(pid_t pid, std::chrono::steady_clock::time_point deadline) {
 }  // namespace
 
 Cluster::Cluster(int workers, runtime::RuntimeOptions options) {
+  const auto startTimeout = options.startTimeout;
   for (int rank = 0; rank <= workers; ++rank) {
     if (rank) peers_ += ",";
     peers_ += name(rank) + "@127.0.0.1:" + std::to_string(freePort());
@@ -55,7 +58,20 @@ Cluster::Cluster(int workers, runtime::RuntimeOptions options) {
   driver_ = std::make_unique<runtime::Runtime>(assignmentFromPeerList(peers_), "driver",
                                                std::move(options));
   registerTestFunctions(*driver_);
-  driver_->start();  // returns once every worker answered the handshake
+  driver_->start();  // returns once every worker answered the driver's handshake
+  // ... which does not mean that the workers' own start() is over: a worker may
+  // still be connecting to the others. A test that kills a worker right away must
+  // not catch another one in its start-up (which then waits for the dead one
+  // until its start timeout): wait until every worker has a pipe to every peer.
+  const auto until = std::chrono::steady_clock::now() + startTimeout;
+  for (int rank = 1; rank <= workers; ++rank) {
+    while (!driver_->rpcSync(name(rank), "started", {}).toBool()) {
+      if (std::chrono::steady_clock::now() >= until) {
+        throw std::runtime_error(name(rank) + " did not finish its start-up");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
 }
 
 Cluster::~Cluster() {

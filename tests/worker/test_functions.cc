@@ -2,6 +2,7 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <atomic>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -13,11 +14,18 @@ using runtime::CallInfo;
 using Args = std::vector<c10::IValue>;
 
 std::mutex heldMu;
-std::vector<runtime::RRef> held;  // RRefs forked to this worker by "hold"
+std::vector<runtime::RRef> held;   // RRefs forked to this worker by "hold"
+std::atomic<bool> started{false};  // markStarted()
 
 }  // namespace
 
+void markStarted() {
+  started = true;
+}
+
 void registerTestFunctions(runtime::Runtime& rt) {
+  // A worker serves while its start() still connects to the others.
+  rt.registerFunction("started", [](const CallInfo&, Args) { return c10::IValue(started.load()); });
   rt.registerFunction("identity", [](const CallInfo&, Args args) { return args.at(0); });
   rt.registerFunction("add",
                       [](const CallInfo&, Args args) {

@@ -8,4 +8,8 @@ namespace rpcjob::testing {
 
 void registerTestFunctions(runtime::Runtime& rt);
 
+// The test worker calls this once its start() has returned, i.e. it has a pipe to
+// every peer; its "started" function answers true from then on.
+void markStarted();
+
 }  // namespace rpcjob::testing

@@ -11,6 +11,7 @@ int main() {
     auto rt = Runtime::fromEnvironment();
     rpcjob::testing::registerTestFunctions(*rt);
     rt->start();
+    rpcjob::testing::markStarted();
     rt->shutdown(ShutdownMode::kGraceful, std::chrono::seconds(300));
   } catch (const std::exception& e) {
     std::cerr << "test worker: " << e.what() << "\n";

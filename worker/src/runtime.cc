@@ -58,6 +58,7 @@ RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::strin
                    "worker '" + name + "' is not in the assignment");
   }
   selfRank_ = it->second;
+  failedPipes_.resize(workers_.size());
   if (options_.deviceMaps.empty()) options_.deviceMaps = assignment_.workers[selfRank_].deviceMaps;
   pool_ = std::make_shared<ThreadPool>(options_.poolThreads);
   rrefs_ = std::make_unique<RRefContext>();
@@ -432,6 +433,7 @@ void RuntimeImpl::failPeer(int rank, uint64_t generation, const std::string& why
   std::vector<std::shared_ptr<detail::FutureState>> failed;
   {
     std::lock_guard<std::mutex> lock(pendingMu_);
+    failedPipes_[rank] = {generation, why};  // calls registered from now on fail at once
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (it->second.peer == rank && it->second.generation == generation) {
         failed.push_back(std::move(it->second.future));

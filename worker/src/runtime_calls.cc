@@ -102,13 +102,34 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   std::shared_ptr<tensorpipe::Pipe> pipe = pipeTo(to, generation, &writes);
   pending.generation = generation;
   bool earliest = false;
+  std::exception_ptr refused;
   {
     std::lock_guard<std::mutex> lock(pendingMu_);
-    if (pending.deadline != Clock::time_point::max()) {
-      auto it = deadlines_.insert({pending.deadline, id}).first;
-      earliest = it == deadlines_.begin();
+    if (stopTimeouts_) {
+      // shutdown() drained pending_ after our check of closed_: nobody would
+      // ever complete or time out this call.
+      refused = std::make_exception_ptr(
+          RpcError(ErrorCode::kShutdown, peerName, "the runtime is not running"));
+    } else if (failedPipes_[to].generation >= generation) {
+      // The pipe failed between pipeTo() and here: failPeer's sweep missed us.
+      refused = std::make_exception_ptr(
+          RpcError(ErrorCode::kConnection, peerName,
+                   "connection to worker '" + peerName + "' failed: " + failedPipes_[to].why));
+    } else {
+      if (pending.deadline != Clock::time_point::max()) {
+        auto it = deadlines_.insert({pending.deadline, id}).first;
+        earliest = it == deadlines_.begin();
+      }
+      pending_.emplace(id, std::move(pending));
     }
-    pending_.emplace(id, std::move(pending));
+  }
+  if (refused) {
+    state->fail(refused);
+    if (options_.observer) {
+      options_.observer->callFinished(pending.function, peerName, statusOf(refused),
+                                      pending.observed);
+    }
+    return future;
   }
   if (earliest) pendingCv_.notify_all();
   enqueueWrite(
@@ -190,7 +211,8 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
 #if RPCJOB_WITH_CUDA
       if (server->callerRank >= 0) {  // the caller's device map to us: responses invert it
         wire::ChannelDescriptors caller;
-        if (wire::decodeChannelDescriptors(msg.payload.data(), msg.payload.size(), caller).empty()) {
+        if (wire::decodeChannelDescriptors(msg.payload.data(), msg.payload.size(), caller)
+                .empty()) {
           deviceMaps_.onCallerDescriptors(workers_[server->callerRank].name, caller);
         }
       }

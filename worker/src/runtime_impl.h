@@ -198,6 +198,14 @@ class RuntimeImpl {
   std::atomic<uint64_t> nextCallId_{1};
   std::thread timeoutThread_;
   bool stopTimeouts_ = false;  // under pendingMu_
+  // By rank, under pendingMu_: the latest pipe generation failPeer swept, and why.
+  // A call made on that pipe but registered after the sweep fails at once rather
+  // than waiting (without a timeout: forever) for an answer that cannot come.
+  struct FailedPipe {
+    uint64_t generation = 0;  // 0: none (generations start at 1)
+    std::string why;
+  };
+  std::vector<FailedPipe> failedPipes_;
 
   std::mutex serverMu_;
   std::vector<std::shared_ptr<ServerPipe>> serverPipes_;

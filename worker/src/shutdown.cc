@@ -62,7 +62,9 @@ void ShutdownCoordinator::run(std::chrono::milliseconds deadline) {
       CallOptions options;
       options.timeout = std::chrono::milliseconds(200);
       Future ping = rt_.rpcAsync(rt_.workers()[rank].name, kBuiltinPing, {}, options);
-      ping.wait();
+      // A live peer that has not joined yet answers: no error to look at
+      // (rethrowing a null exception_ptr is undefined behaviour: it crashed here).
+      if (!ping.hasError()) continue;
       try {
         std::rethrow_exception(ping.error());
       } catch (const RpcError& e) {
