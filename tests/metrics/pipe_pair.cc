@@ -12,7 +12,9 @@
 
 #include <tensorpipe/channel/basic/factory.h>
 #include <tensorpipe/channel/cma/factory.h>
+#if RPCJOB_HAS_XTH_CHANNEL
 #include <tensorpipe/channel/xth/factory.h>
+#endif
 #include <tensorpipe/transport/shm/factory.h>
 #include <tensorpipe/transport/uv/factory.h>
 
@@ -29,9 +31,11 @@ std::shared_ptr<tensorpipe::channel::Context> createChannel(const std::string& n
   if (name == "cma") {
     return tensorpipe::channel::cma::create();
   }
+#if RPCJOB_HAS_XTH_CHANNEL
   if (name == "xth") {
     return tensorpipe::channel::xth::create();
   }
+#endif
   throw std::invalid_argument("unknown channel " + name);
 }
 
