@@ -2,7 +2,7 @@
 // A set of real worker processes on loopback for the runtime tests: the test
 // process itself is rank 0 ("driver"); ranks 1..N are rpcjob_test_worker
 // processes ("w1".."wN") started with RPCJOB_PEERS and RPCJOB_WORKER_NAME. Ports
-// come from binding port 0.
+// come from binding port 0, and stay reserved while the cluster lives (below).
 
 #include <sys/types.h>
 
@@ -24,12 +24,20 @@ class Cluster {
   std::string name(int rank) const { return rank == 0 ? "driver" : "w" + std::to_string(rank); }
   void kill(int rank);     // SIGKILL
   void restart(int rank);  // start it again, same name and address
+  int port(int rank) const { return ports_[rank]; }
   // Graceful shutdown of the driver, then the exit codes of all workers.
   std::vector<int> shutdown(std::chrono::seconds deadline = std::chrono::seconds(30));
 
  private:
   void spawn(int rank);
   std::string peers_;
+  std::vector<int> ports_;
+  // One socket per port, bound (SO_REUSEADDR) but not listening, for the cluster's
+  // lifetime: the worker's own listener (SO_REUSEADDR too) may still bind the
+  // port, but nothing else can take it meanwhile: another process's bind to port
+  // 0 (an mpt lane listener of any worker, another test's cluster) would, between
+  // our pick and the worker's listen, and peers would then dial that stranger.
+  std::vector<int> reserved_;
   std::vector<pid_t> pids_;
   std::unique_ptr<runtime::Runtime> driver_;
   bool shutDown_ = false;

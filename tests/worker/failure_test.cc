@@ -3,9 +3,16 @@
 #include <ATen/core/ivalue.h>
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <thread>
 
 #include "cluster.h"
+#include "rpcjob/assignment/environment.h"
 
 namespace rpcjob::testing {
 namespace {
@@ -75,6 +82,65 @@ TEST(FailureTest, ImmediateShutdownFailsPendingCalls) {
   // The worker still waits in its barrier for the driver: the driver is gone, so
   // its join call fails and it exits.
   for (int code : cluster.shutdown(std::chrono::seconds(20))) EXPECT_EQ(code, 0);
+}
+
+int connectTo(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Bytes that are not TensorPipe's on a worker's port (a port scanner, another
+// protocol, a stranger that took the port) are a broken connection, not an abort
+// (TensorPipe asserted "Error reading nop object: Unexpected Encoding Type").
+TEST(FailureTest, GarbageOnTheListenPortDoesNotKillTheWorker) {
+  Cluster cluster(1);
+  int fd = connectTo(cluster.port(1));
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  // One frame of the uv transport (a 64-bit length, then the bytes) where the
+  // listener expects its first nop packet.
+  char frame[16];
+  uint64_t length = 8;
+  std::memcpy(frame, &length, 8);
+  std::memset(frame + 8, 0xff, 8);
+  ASSERT_EQ(write(fd, frame, sizeof(frame)), static_cast<ssize_t>(sizeof(frame)));
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 5000), 1) << "the worker neither closed the connection nor died";
+  char byte;
+  EXPECT_EQ(read(fd, &byte, 1), 0);  // closed by the worker
+  close(fd);
+  EXPECT_EQ(cluster.driver().rpcSync("w1", "identity", {int64_t{7}}).toInt(), 7);
+  for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
+}
+
+// A taken listen port is an error from start(), not an abort on TensorPipe's
+// loop thread ("address already in use").
+TEST(FailureTest, StartFailsCleanlyWhenTheListenPortIsTaken) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::string peers = "solo@127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  runtime::Runtime rt(assignmentFromPeerList(peers), "solo", runtime::RuntimeOptions{});
+  try {
+    rt.start();
+    ADD_FAILURE() << "start() on a taken port succeeded";
+  } catch (const runtime::RpcError& e) {
+    EXPECT_EQ(e.code(), runtime::ErrorCode::kConnection) << e.what();
+    EXPECT_NE(std::string(e.what()).find("in use"), std::string::npos) << e.what();
+  }
+  close(fd);
 }
 
 }  // namespace

@@ -3,8 +3,11 @@
 
 #include <netdb.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <tensorpipe/tensorpipe.h>
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 
 #include "channel_selection.h"
@@ -35,6 +38,32 @@ std::string resolveHost(const std::string& host) {
   }
   freeaddrinfo(result);
   return ip;
+}
+
+// TensorPipe's uv listener asserts on its loop thread (the process aborts) when
+// it cannot bind, a port taken by another process for one. Bind first as libuv
+// does (SO_REUSEADDR), so that start() throws instead; "" when the port is free
+// or when the address is not one we can judge (TensorPipe then decides).
+std::string listenPortProblem(const std::string& host, const std::string& port) {
+  if (port.empty() || port == "0") return "";
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV;
+  addrinfo* result = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &result) != 0 || result == nullptr) {
+    return "";
+  }
+  std::string problem;
+  int fd = ::socket(result->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, result->ai_addr, result->ai_addrlen) != 0) problem = std::strerror(errno);
+    ::close(fd);
+  }
+  freeaddrinfo(result);
+  return problem;
 }
 
 RpcError connectionError(const std::string& peer, const std::string& why) {
@@ -109,6 +138,11 @@ void RuntimeImpl::start() {
   std::vector<std::string> urls;
   for (const auto& t : registry_.transports) {
     if (t.name == "uv") {
+      std::string problem = listenPortProblem(listenHost, port);
+      if (!problem.empty()) {
+        throw RpcError(ErrorCode::kConnection, self().name,
+                       "cannot listen on " + listenHost + ":" + port + ": " + problem);
+      }
       urls.push_back("uv://" + listenHost + ":" + port);
     } else if (t.name == "shm") {
       urls.push_back("shm://");

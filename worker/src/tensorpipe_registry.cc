@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "channels/mtcma/mtcma_channel.h"
+#include "nop_guard.h"
 #if RPCJOB_WITH_CUDA
 #include "cuda/cuda_channels.h"
 #endif
@@ -42,8 +43,9 @@ std::shared_ptr<tensorpipe::channel::Context> createChannel(const std::string& n
     // own loop thread, so large CPU transfers between hosts use several cores.
     std::vector<std::shared_ptr<tensorpipe::transport::Context>> contexts;
     std::vector<std::shared_ptr<tensorpipe::transport::Listener>> listeners;
+    // The lanes' connections read nop objects (mpt's hello) too: guarded.
     for (int i = 0; i < (mptLanes < 1 ? 1 : mptLanes); ++i) {
-      auto lane = tensorpipe::transport::uv::create();
+      auto lane = guardNopReads(tensorpipe::transport::uv::create());
       listeners.push_back(lane->listen(host));
       contexts.push_back(std::move(lane));
     }
@@ -82,6 +84,8 @@ Registry registerTensorpipeContexts(tensorpipe::Context& context,
       registry.skipped.push_back(name + ": not viable on this host");
       continue;
     }
+    // Malformed control bytes fail the connection instead of aborting (nop_guard.h).
+    created = guardNopReads(std::move(created));
     if (wrapTransport) created = wrapTransport(name, std::move(created));
     int64_t priority = priorityAt(i, transportNames.size());
     context.registerTransport(priority, name, created);
