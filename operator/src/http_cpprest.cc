@@ -11,12 +11,14 @@
 
 #include <cpprest/containerstream.h>
 #include <cpprest/http_client.h>
+#include <openssl/ssl.h>
 
 #include <algorithm>
 #include <cctype>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 
 namespace rpcjob::kube {
 namespace {
@@ -217,6 +219,15 @@ class CpprestHttpClient final : public HttpClient {
 }  // namespace
 
 std::unique_ptr<HttpClient> makeCpprestHttpClient(const HttpClientOptions& options) {
+  // OpenSSL registers an atexit cleanup on its first initialisation, and cpprestsdk
+  // joins its static thread pool in a later exit handler. A thread still freeing a
+  // cancelled request's SSL connection then blocks forever on a lock the cleanup
+  // already destroyed, and the process never exits (seen as rpcjob-operator hanging
+  // after "stopped"). Initialise OpenSSL here, before cpprestsdk does, without that
+  // atexit handler: the OS reclaims its memory at exit anyway.
+  static const bool kOpensslReady =
+      OPENSSL_init_ssl(OPENSSL_INIT_NO_ATEXIT | OPENSSL_INIT_LOAD_SSL_STRINGS, nullptr) == 1;
+  if (!kOpensslReady) throw std::runtime_error("cannot initialise OpenSSL");
   return std::make_unique<CpprestHttpClient>(options);
 }
 

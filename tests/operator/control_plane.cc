@@ -10,6 +10,8 @@
 #include <stdexcept>
 
 #include "rpcjob/operator/config.h"
+#include "rpcjob/operator/object.h"
+#include "rpcjob/operator/resource.h"
 
 namespace rpcjob::testing {
 
@@ -84,6 +86,11 @@ std::shared_ptr<kube::Client> ControlPlane::adminClient(kube::ClientOptions o) c
 
 std::shared_ptr<kube::Client> ControlPlane::nogroupClient() const {
   return kube::Client::fromConfig(kube::loadKubeconfig(nogroupKubeconfig()));
+}
+
+bool podsAdmittedIn(kube::Client& client, const std::string& ns) {
+  const auto account = client.tryGet(kube::resources::kServiceAccounts, ns, "default");
+  return account && kube::jsonString(account->json, "/secrets/0/name").has_value();
 }
 
 }  // namespace rpcjob::testing

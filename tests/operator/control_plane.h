@@ -36,6 +36,12 @@ class ControlPlane {
   std::string url_;
 };
 
+// Whether namespace `ns` accepts Pods: on v1.20 the ServiceAccount admission plugin
+// wants the `default` ServiceAccount *and* its token Secret, which
+// kube-controller-manager adds a moment after creating the account (until then a
+// Pod create fails with 500 "No API token found for service account").
+bool podsAdmittedIn(kube::Client& client, const std::string& ns);
+
 // Runs a shell command; returns its exit status and fills `output`.
 int runCommand(const std::string& command, std::string* output = nullptr);
 

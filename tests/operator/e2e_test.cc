@@ -127,8 +127,7 @@ class E2e : public ::testing::Test {
     client_->create(r::kNamespaces, "",
                     R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" + ns_ + "\"}}");
     // Pods are refused until kube-controller-manager made the default ServiceAccount.
-    ASSERT_TRUE(eventually(
-        [&] { return client_->tryGet(r::kServiceAccounts, ns_, "default").has_value(); }, 30s));
+    ASSERT_TRUE(eventually([&] { return rpcjob::testing::podsAdmittedIn(*client_, ns_); }, 30s));
   }
   void TearDown() override {
     for (const auto& n : nodes_) client_->removeIfExists(r::kNodes, "", n);

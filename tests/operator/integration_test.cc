@@ -197,8 +197,7 @@ TEST_F(Kube, FakeGpuNodeAndPodStatusThroughTheApi) {
 
   // Pods are refused until kube-controller-manager made the namespace's default
   // ServiceAccount.
-  ASSERT_TRUE(eventually(
-      [&] { return client_->tryGet(r::kServiceAccounts, ns, "default").has_value(); }, 20s));
+  ASSERT_TRUE(eventually([&] { return rpcjob::testing::podsAdmittedIn(*client_, ns); }, 20s));
   client_->create(r::kPods, ns,
                   R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"w0"},"spec":{)"
                   R"("nodeName":"gpu-node-1","containers":[{"name":"w","image":"rpcjob-worker",)"
