@@ -28,18 +28,15 @@ trap pack EXIT
 # Only Debian's TensorPipe *headers* are wanted (the interface headers libtorch lacks);
 # its library and CMake targets would shadow the TensorPipe inside libtorch.
 rm -rf "$DEPS/usr/share/cmake/Tensorpipe" "$DEPS"/usr/lib/x86_64-linux-gnu/libtensorpipe.so*
-if [[ ! -f $DEPS/usr/include/tensorpipe/channel/channel.h || ! -d $DEPS/usr/include/nop ]]; then
-  say "FATAL: .gpudeps lacks TensorPipe's interface headers or libnop:" \
-    'EXTRA="libtensorpipe-dev libnop-dev" ../shared/tools/gpu-deps.sh'
-  exit 1
-fi
+# Debian's headers in a folder of their own (why: tests/gpu/tensorpipe-include.sh).
+TP=$(tests/gpu/tensorpipe-include.sh) || { say "FATAL: no TensorPipe interface headers"; exit 1; }
 
 if [[ $what == all || $what == build ]]; then
   T0=$SECONDS
   # Which TensorPipe headers both ship, and whether they are identical.
-  (cd "$DEPS/usr/include" && find tensorpipe -name '*.h' | sort) | while read -r f; do
+  (cd "$TP" && find tensorpipe -name '*.h' | sort) | while read -r f; do
     if [[ -f $TORCH_DIR/include/$f ]]; then
-      cmp -s "$DEPS/usr/include/$f" "$TORCH_DIR/include/$f" && echo "same $f" || echo "DIFF $f"
+      cmp -s "$TP/$f" "$TORCH_DIR/include/$f" && echo "same $f" || echo "DIFF $f"
     else
       echo "debian-only $f"
     fi
@@ -50,11 +47,11 @@ if [[ $what == all || $what == build ]]; then
   # from Facebook to Meta upstream): preprocessed without includes, blanks dropped.
   code() { g++ -fpreprocessed -dD -E -P "$1" 2>/dev/null | tr -d ' \t\n'; }
   grep '^DIFF' "$L/tp_headers.txt" | cut -d' ' -f2 | while read -r f; do
-    if [[ $(code "$DEPS/usr/include/$f") == "$(code "$TORCH_DIR/include/$f")" ]]; then
+    if [[ $(code "$TP/$f") == "$(code "$TORCH_DIR/include/$f")" ]]; then
       echo "comments-only $f"
     else
       echo "CODE-DIFF $f"
-      diff -u "$DEPS/usr/include/$f" "$TORCH_DIR/include/$f" >>"$L/tp_headers.diff"
+      diff -u "$TP/$f" "$TORCH_DIR/include/$f" >>"$L/tp_headers.diff"
     fi
   done >"$L/tp_headers_code.txt"
   say "  of those differing: $(grep -c '^comments-only' "$L/tp_headers_code.txt") only in comments/whitespace," \
@@ -62,7 +59,7 @@ if [[ $what == all || $what == build ]]; then
   grep '^CODE-DIFF' "$L/tp_headers_code.txt" | tee -a "$S"
   head -c 6000 "$L/tp_headers.diff" 2>/dev/null
   (cmake --preset gpu -DRPCJOB_BUILD_OPERATOR=OFF -DTensorpipe_INCLUDE_DIR=$TORCH_DIR/include \
-    -DRPCJOB_TENSORPIPE_EXTRA_INCLUDE_DIR=$DEPS/usr/include >"$L/configure.log" 2>&1 &&
+    -DRPCJOB_TENSORPIPE_EXTRA_INCLUDE_DIR=$TP >"$L/configure.log" 2>&1 &&
     cmake --build $B -j32 --target rpcjob_gpu_test rpcjob-gpu-bench rpcjob-bench rpcjob-worker \
       rpcjob >"$L/build.log" 2>&1) ||
     { grep -B5 -A25 -m3 "error" "$L/build.log" | head -120; tail -30 "$L/configure.log"; exit 1; }
@@ -71,7 +68,7 @@ if [[ $what == all || $what == build ]]; then
     { say "instrument_test/metrics_test build FAILED"; grep -m3 -B2 -A12 "error" "$L/build_tests.log" | head -50; }
   # The Debian headers the build actually read (they must be interface headers only).
   find $B -name '*.d' -print0 | xargs -0 cat 2>/dev/null | tr ' ' '\n' |
-    grep -o '\.gpudeps/root/usr/include/\(tensorpipe\|nop\)/[^ ]*' | sort -u >"$L/debian_headers_used.txt"
+    grep -o '\.gpudeps/tensorpipe-include/\(tensorpipe\|nop\)/[^ ]*' | sort -u >"$L/debian_headers_used.txt"
   say "Debian TensorPipe/libnop headers read by the build: $(wc -l <"$L/debian_headers_used.txt")" \
     "($(grep -c tensorpipe/ "$L/debian_headers_used.txt") tensorpipe, see gpu-logs/debian_headers_used.txt)"
 fi

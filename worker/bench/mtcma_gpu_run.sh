@@ -13,7 +13,7 @@ export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu:$TORCH_DIR/lib:${LD_LIBRAR
 rm -rf "$DEPS/usr/share/cmake/Tensorpipe" "$DEPS"/usr/lib/x86_64-linux-gnu/libtensorpipe.so*
 T0=$SECONDS
 cmake --preset gpu -DRPCJOB_BUILD_OPERATOR=OFF -DTensorpipe_INCLUDE_DIR=$TORCH_DIR/include \
-  -DRPCJOB_TENSORPIPE_EXTRA_INCLUDE_DIR=$DEPS/usr/include >"$OUT/configure.log" 2>&1 &&
+  -DRPCJOB_TENSORPIPE_EXTRA_INCLUDE_DIR="$(tests/gpu/tensorpipe-include.sh)" >"$OUT/configure.log" 2>&1 &&
   cmake --build build-gpu -j16 --target rpcjob-bench rpcjob-worker >"$OUT/build.log" 2>&1 ||
   { grep -B3 -A20 -m3 error "$OUT/build.log" | head -80; tail -20 "$OUT/configure.log"; exit 1; }
 echo "build: $((SECONDS - T0)) s; nproc $(nproc); ptrace_scope $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo none)"
