@@ -180,7 +180,8 @@ void RuntimeImpl::start() {
 #if RPCJOB_WITH_CUDA
   for (const auto& w : workers_) {
     auto targets = deviceMaps_.forRequest(w.name);
-    if (!targets->error.empty()) throw RpcError(ErrorCode::kInvalidArgument, w.name, targets->error);
+    if (!targets->error.empty())
+      throw RpcError(ErrorCode::kInvalidArgument, w.name, targets->error);
   }
 #endif
 }
@@ -219,46 +220,45 @@ void RuntimeImpl::onAccepted(std::shared_ptr<tensorpipe::Pipe> pipe) {
 void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
                            std::function<void(IncomingMessage&)> onMessage,
                            std::function<void(const std::string&)> onError) {
-  pipe->readDescriptor(
-      [this, pipe, onMessage = std::move(onMessage), onError = std::move(onError)](
-          const tensorpipe::Error& error, tensorpipe::Descriptor descriptor) mutable {
-        if (error) {
-          onError(error.what());
-          return;
-        }
-        auto msg = std::make_shared<IncomingMessage>();
-        tensorpipe::Allocation allocation;
-        std::string bad = prepareRead(descriptor, *msg, allocation);
-        if (!bad.empty()) {
-          // A peer that sends what we cannot parse is broken or hostile: drop the pipe
-          // (its pending calls fail) rather than guess where the next message starts.
-          std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
-                    << pipe->getRemoteName() << "': " << bad << "\n";
-          onError(bad);
-          return;
-        }
-        pipe->read(std::move(allocation),
-                   [this, pipe, msg, onMessage = std::move(onMessage),
-                    onError = std::move(onError)](const tensorpipe::Error& error) mutable {
-                     if (error) {
-                       onError(error.what());
-                       return;
-                     }
-                     if (msg->header.type == wire::MessageType::kBatch) {
-                       std::string bad = dispatchBatch(*msg, onMessage);
-                       if (!bad.empty()) {
-                         std::cerr << "rpcjob: worker '" << self().name
-                                   << "': closing a pipe from '" << pipe->getRemoteName()
-                                   << "': " << bad << "\n";
-                         onError(bad);
-                         return;
-                       }
-                     } else {
-                       onMessage(*msg);
-                     }
-                     readLoop(pipe, std::move(onMessage), std::move(onError));
-                   });
-      });
+  pipe->readDescriptor([this, pipe, onMessage = std::move(onMessage), onError = std::move(onError)](
+                           const tensorpipe::Error& error,
+                           tensorpipe::Descriptor descriptor) mutable {
+    if (error) {
+      onError(error.what());
+      return;
+    }
+    auto msg = std::make_shared<IncomingMessage>();
+    tensorpipe::Allocation allocation;
+    std::string bad = prepareRead(descriptor, *msg, allocation);
+    if (!bad.empty()) {
+      // A peer that sends what we cannot parse is broken or hostile: drop the pipe
+      // (its pending calls fail) rather than guess where the next message starts.
+      std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
+                << pipe->getRemoteName() << "': " << bad << "\n";
+      onError(bad);
+      return;
+    }
+    pipe->read(std::move(allocation),
+               [this, pipe, msg, onMessage = std::move(onMessage),
+                onError = std::move(onError)](const tensorpipe::Error& error) mutable {
+                 if (error) {
+                   onError(error.what());
+                   return;
+                 }
+                 if (msg->header.type == wire::MessageType::kBatch) {
+                   std::string bad = dispatchBatch(*msg, onMessage);
+                   if (!bad.empty()) {
+                     std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
+                               << pipe->getRemoteName() << "': " << bad << "\n";
+                     onError(bad);
+                     return;
+                   }
+                 } else {
+                   onMessage(*msg);
+                 }
+                 readLoop(pipe, std::move(onMessage), std::move(onError));
+               });
+  });
 }
 
 std::string RuntimeImpl::dispatchBatch(IncomingMessage& batch,
@@ -357,8 +357,7 @@ void RuntimeImpl::flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wri
   std::vector<std::shared_ptr<OutgoingMessage>> units;
   for (size_t i = 0; i < messages.size();) {
     size_t end = i;
-    while (end < messages.size() && messages[end]->tensors.empty() &&
-           end - i < wire::kMaxBatch) {
+    while (end < messages.size() && messages[end]->tensors.empty() && end - i < wire::kMaxBatch) {
       ++end;
     }
     if (end - i < 2) {

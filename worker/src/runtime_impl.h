@@ -112,8 +112,8 @@ class RuntimeImpl {
     std::shared_ptr<detail::FutureState> future;
     int peer;
     uint64_t generation;
-    Clock::time_point deadline;  // max(): none
-    std::string function;         // only with an observer
+    Clock::time_point deadline;    // max(): none
+    std::string function;          // only with an observer
     Observer::CallToken observed;  // only with an observer
   };
   // A server pipe, one per peer connection we accepted.
