@@ -93,4 +93,36 @@ bool podsAdmittedIn(kube::Client& client, const std::string& ns) {
   return account && kube::jsonString(account->json, "/secrets/0/name").has_value();
 }
 
+namespace {
+std::unique_ptr<ControlPlane> gPlane;
+std::string gSkipReason;
+std::string gStartError;
+}  // namespace
+
+void ControlPlaneEnvironment::SetUp() {
+  gSkipReason = ControlPlane::unavailableReason();
+  if (!gSkipReason.empty()) return;
+  try {
+    gPlane = std::make_unique<ControlPlane>();
+  } catch (const std::exception& e) {
+    gStartError = e.what();
+  }
+}
+
+void ControlPlaneEnvironment::TearDown() {
+  gPlane.reset();
+}
+
+ControlPlane* ControlPlaneEnvironment::plane() {
+  return gPlane.get();
+}
+
+const std::string& ControlPlaneEnvironment::skipReason() {
+  return gSkipReason;
+}
+
+const std::string& ControlPlaneEnvironment::startError() {
+  return gStartError;
+}
+
 }  // namespace rpcjob::testing

@@ -3,6 +3,8 @@
 // test binary, through tests/kube/control-plane.sh. Start it once per binary
 // (a gtest Environment), never per test: it takes ~10 s.
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
 
@@ -34,6 +36,19 @@ class ControlPlane {
   std::string script() const;
   std::string dir_;
   std::string url_;
+};
+
+// One control plane for a whole test binary: register it with
+// ::testing::AddGlobalTestEnvironment(new ControlPlaneEnvironment). Tests skip with
+// skipReason() when the binaries are not built, and fail with startError() when they
+// are but the control plane did not come up.
+class ControlPlaneEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override;
+  void TearDown() override;
+  static ControlPlane* plane();  // null when skipped or failed
+  static const std::string& skipReason();
+  static const std::string& startError();
 };
 
 // Whether namespace `ns` accepts Pods: on v1.20 the ServiceAccount admission plugin

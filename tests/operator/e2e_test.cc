@@ -25,33 +25,10 @@ namespace rpcjob::kube {
 namespace {
 
 using namespace std::chrono_literals;
-using rpcjob::testing::ControlPlane;
 namespace r = resources;
 
-ControlPlane* gPlane = nullptr;
-std::string gSkipReason, gStartError;
-
-class KubeEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    gSkipReason = ControlPlane::unavailableReason();
-    if (!gSkipReason.empty()) return;
-    try {
-      plane_ = std::make_unique<ControlPlane>();
-      gPlane = plane_.get();
-    } catch (const std::exception& e) {
-      gStartError = e.what();
-    }
-  }
-  void TearDown() override {
-    gPlane = nullptr;
-    plane_.reset();
-  }
-
- private:
-  std::unique_ptr<ControlPlane> plane_;
-};
-const auto* gEnv = ::testing::AddGlobalTestEnvironment(new KubeEnvironment);
+using rpcjob::testing::ControlPlaneEnvironment;
+const auto* gEnv = ::testing::AddGlobalTestEnvironment(new ControlPlaneEnvironment);
 
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -74,13 +51,13 @@ bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds tim
 class OperatorProcess {
  public:
   OperatorProcess(const std::string& ns, const std::string& id) {
-    log_ = gPlane->dir() + "/operator-" + id + ".log";
+    log_ = ControlPlaneEnvironment::plane()->dir() + "/operator-" + id + ".log";
     pid_ = fork();
     if (pid_ == 0) {
       int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(fd, 2);
       dup2(fd, 1);
-      std::string kc = gPlane->kubeconfig();
+      std::string kc = ControlPlaneEnvironment::plane()->kubeconfig();
       setenv("POD_NAME", id.c_str(), 1);
       execl(RPCJOB_OPERATOR_BINARY, "rpcjob-operator", "--kubeconfig", kc.c_str(), "--namespace",
             ns.c_str(), "--leader-elect", "--leader-election-namespace", ns.c_str(),
@@ -117,9 +94,11 @@ class OperatorProcess {
 class E2e : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!gSkipReason.empty()) GTEST_SKIP() << gSkipReason;
-    ASSERT_NE(gPlane, nullptr) << "control plane did not start: " << gStartError;
-    client_ = gPlane->adminClient();
+    if (!ControlPlaneEnvironment::skipReason().empty())
+      GTEST_SKIP() << ControlPlaneEnvironment::skipReason();
+    ASSERT_NE(ControlPlaneEnvironment::plane(), nullptr)
+        << "control plane did not start: " << ControlPlaneEnvironment::startError();
+    client_ = ControlPlaneEnvironment::plane()->adminClient();
     ensureCrd();
     ns_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
     for (auto& c : ns_) c = static_cast<char>(std::tolower(c));
@@ -388,8 +367,8 @@ TEST_F(E2e, OperatorRecoversFromApiserverRestart) {
   OperatorProcess op(ns_, "op-1");
   client_->create(r::kRpcJobs, ns_, jobJson("before", 1, 1));
   ASSERT_TRUE(eventually([&] { return pods("before").size() == 2; }, 30s)) << op.log();
-  gPlane->restartApiserver();
-  client_ = gPlane->adminClient();
+  ControlPlaneEnvironment::plane()->restartApiserver();
+  client_ = ControlPlaneEnvironment::plane()->adminClient();
   client_->create(r::kRpcJobs, ns_, jobJson("after", 1, 1));
   EXPECT_TRUE(
       eventually([&] { return pods("after").size() == 2 && phase("after") == "Planned"; }, 90s))

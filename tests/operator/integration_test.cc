@@ -24,33 +24,10 @@ namespace rpcjob::kube {
 namespace {
 
 using namespace std::chrono_literals;
-using rpcjob::testing::ControlPlane;
 namespace r = resources;
 
-ControlPlane* gPlane = nullptr;
-std::string gSkipReason, gStartError;
-
-class KubeEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    gSkipReason = ControlPlane::unavailableReason();
-    if (!gSkipReason.empty()) return;
-    try {
-      plane_ = std::make_unique<ControlPlane>();
-      gPlane = plane_.get();
-    } catch (const std::exception& e) {
-      gStartError = e.what();
-    }
-  }
-  void TearDown() override {
-    gPlane = nullptr;
-    plane_.reset();
-  }
-
- private:
-  std::unique_ptr<ControlPlane> plane_;
-};
-const auto* gEnv = ::testing::AddGlobalTestEnvironment(new KubeEnvironment);
+using rpcjob::testing::ControlPlaneEnvironment;
+const auto* gEnv = ::testing::AddGlobalTestEnvironment(new ControlPlaneEnvironment);
 
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -64,9 +41,11 @@ bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds tim
 class Kube : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!gSkipReason.empty()) GTEST_SKIP() << gSkipReason;
-    ASSERT_NE(gPlane, nullptr) << "control plane did not start: " << gStartError;
-    client_ = gPlane->adminClient();
+    if (!ControlPlaneEnvironment::skipReason().empty())
+      GTEST_SKIP() << ControlPlaneEnvironment::skipReason();
+    ASSERT_NE(ControlPlaneEnvironment::plane(), nullptr)
+        << "control plane did not start: " << ControlPlaneEnvironment::startError();
+    client_ = ControlPlaneEnvironment::plane()->adminClient();
   }
 
   // A fresh namespace per test, so tests never see each other's objects.
@@ -307,7 +286,7 @@ TEST_F(Kube, TooOldResourceVersionIsGone) {
 }
 
 TEST_F(Kube, NoGroupUserIsForbidden) {
-  auto nobody = gPlane->nogroupClient();
+  auto nobody = ControlPlaneEnvironment::plane()->nogroupClient();
   try {
     nobody->list(r::kConfigMaps, "default");
     FAIL() << "list allowed";
@@ -324,7 +303,8 @@ TEST_F(Kube, NoGroupUserIsForbidden) {
 
 TEST_F(Kube, ClientCertificateKubeconfig) {
   // kube-controller-manager's kubeconfig authenticates with a client certificate.
-  auto certClient = Client::fromConfig(loadKubeconfig(gPlane->dir() + "/kcm.kubeconfig"));
+  auto certClient = Client::fromConfig(
+      loadKubeconfig(ControlPlaneEnvironment::plane()->dir() + "/kcm.kubeconfig"));
   EXPECT_GE(certClient->list(r::kNamespaces, "").items.size(), 1u);
   HttpResponse ready = certClient->raw("GET", "/readyz");
   EXPECT_EQ(ready.status, 200);
@@ -332,8 +312,8 @@ TEST_F(Kube, ClientCertificateKubeconfig) {
 }
 
 TEST_F(Kube, UntrustedServerCertificateIsRefused) {
-  ClusterConfig config = loadKubeconfig(gPlane->kubeconfig());
-  std::ifstream other(gPlane->dir() +
+  ClusterConfig config = loadKubeconfig(ControlPlaneEnvironment::plane()->kubeconfig());
+  std::ifstream other(ControlPlaneEnvironment::plane()->dir() +
                       "/pki/admin-client.crt");  // a certificate, but no CA of the server
   std::stringstream pem;
   pem << other.rdbuf();
@@ -443,14 +423,14 @@ TEST_F(Kube, LeaderGivesUpWhenTheLeaseIsTakenFromIt) {
 TEST_F(Kube, OperatorBinaryLogsRpcJobs) {
   ensureCrd();
   const std::string ns = makeNamespace("binary");
-  std::string log = gPlane->dir() + "/operator.log";
+  std::string log = ControlPlaneEnvironment::plane()->dir() + "/operator.log";
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, 2);
     dup2(fd, 1);
-    std::string kc = gPlane->kubeconfig();
+    std::string kc = ControlPlaneEnvironment::plane()->kubeconfig();
     execl(RPCJOB_OPERATOR_BINARY, "rpcjob-operator", "--kubeconfig", kc.c_str(), "--namespace",
           ns.c_str(), "--leader-elect", "--lease-namespace", ns.c_str(), "--id", "op-1",
           "--metrics-address", "127.0.0.1", "--metrics-port", "0", static_cast<char*>(nullptr));
@@ -568,7 +548,7 @@ TEST_F(Kube, InformerRecoversFromApiserverRestart) {
   client_->create(r::kConfigMaps, ns, configMap("before", "1"));
   ASSERT_TRUE(eventually([&] { return informer.cache().get(ns + "/before") != nullptr; }, 10s));
 
-  gPlane->restartApiserver();
+  ControlPlaneEnvironment::plane()->restartApiserver();
   client_->create(r::kConfigMaps, ns, configMap("after", "1"));
   client_->remove(r::kConfigMaps, ns, "before");
   EXPECT_TRUE(eventually(
