@@ -133,12 +133,16 @@ do_build() {
 # ---------------------------------------------------------------- start/stop
 
 used_ports=" "
-free_port() { # free_port VAR: a port nothing listens on, not handed out before by this run
+free_port() { # free_port VAR: a port no socket uses, not handed out before by this run
   local p
   while :; do
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    # Below the kernel's ephemeral range (32768-60999 by default), so an outgoing
+    # connection's local port cannot take it between this check and the bind; and
+    # any socket state counts, not only listeners. Concurrent starts are serialised
+    # by do_start's lock, so two control planes never draw the same free port.
+    p=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
     case "$used_ports" in *" $p "*) continue ;; esac
-    if ! ss -Htln "sport = :$p" 2>/dev/null | grep -q .; then
+    if ! ss -Htan "( sport = :$p or dport = :$p )" 2>/dev/null | grep -q .; then
       used_ports+="$p "
       printf -v "$1" %s "$p"
       return 0
@@ -151,7 +155,12 @@ wait_http() { # wait_http URL SECONDS [curl args...]
   shift 2
   local deadline=$((SECONDS + secs))
   while [ $SECONDS -lt $deadline ]; do
-    if [ "$(curl -s --max-time 2 "$@" "$url" 2>/dev/null)" = ok ]; then return 0; fi
+    # curl prints its --write-out even when the connection is refused: the exit
+    # status must say the request succeeded too.
+    local out
+    if out=$(curl -s --fail --max-time 2 "$@" "$url" 2>/dev/null) && [ "$out" = ok ]; then
+      return 0
+    fi
     sleep 0.2
   done
   return 1
@@ -237,6 +246,13 @@ start_apiserver() { # start_apiserver DIR
 
 do_start() { # do_start DIR
   local dir=$1
+  # One start at a time on this machine (two test binaries under ctest -j each start
+  # one): ports are found free here and bound by etcd and kube-apiserver seconds later.
+  # The lock belongs to fd 9's open file, released below once everything listens (the
+  # processes started here inherit the fd, so closing it alone would not release it).
+  exec 9>"${TMPDIR:-/tmp}/rpcjob-control-plane.lock"
+  flock -w 180 9 || log "warning: another control plane is still starting after 180 s; going on"
+  trap 'flock -u 9 2>/dev/null' EXIT
   have_binaries || die "binaries not built: run $0 build"
   command -v etcd >/dev/null || die "etcd missing (etcd-server package)"
   mkdir -p "$dir/logs"
@@ -341,6 +357,7 @@ EOF
     ) </dev/null >/dev/null 2>&1 &
     disown
   fi
+  flock -u 9
   log "ready at $url (state in $dir)"
 }
 
