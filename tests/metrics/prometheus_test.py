@@ -19,38 +19,17 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
-import urllib.request
+
+from prom_harness import fail, query, start, start_prometheus, stop_children
 
 CHANNELS = ["basic", "cma"]
 MESSAGES = 25
 SIZES = [1000, 65536, 3]
 JOB = "promtest"
-
-children = []
-
-
-def fail(message):
-    print("FAIL: " + message, file=sys.stderr)
-    sys.exit(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start(cmd, **kwargs):
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, **kwargs)
-    children.append(proc)
-    return proc
-
 
 def wait_file(path, proc, timeout=30):
     deadline = time.time() + timeout
@@ -62,18 +41,6 @@ def wait_file(path, proc, timeout=30):
             fail("%s exited with %s before it was ready" % (proc.args, proc.returncode))
         time.sleep(0.05)
     fail("timed out waiting for " + path)
-
-
-def query(base, expr):
-    url = base + "/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            body = json.load(r)
-    except urllib.error.HTTPError as e:
-        body = json.load(e)
-    if body.get("status") != "success":
-        raise ValueError("%s: %s" % (body.get("errorType"), body.get("error")))
-    return body["data"]["result"]
 
 
 def scalar(base, expr):
@@ -157,16 +124,14 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix="rpcjob-prom-")
     serve = start([args.fixture, "serve", "--name", "worker0", "--job", JOB,
-                   "--channels", ",".join(CHANNELS), "--ready-file", tmp + "/worker0"])
+                   "--channels", ",".join(CHANNELS), "--ready-file", tmp + "/worker0"], stdin=subprocess.PIPE)
     port0, url = wait_file(tmp + "/worker0", serve)
     send = start([args.fixture, "send", "--name", "worker1", "--job", JOB, "--peer", "worker0",
                   "--to", url, "--channels", ",".join(CHANNELS), "--messages", str(MESSAGES),
-                  "--sizes", ",".join(map(str, SIZES)), "--ready-file", tmp + "/worker1"])
+                  "--sizes", ",".join(map(str, SIZES)), "--ready-file", tmp + "/worker1"], stdin=subprocess.PIPE)
     port1, _ = wait_file(tmp + "/worker1", send)
 
-    prom_port = free_port()
-    with open(tmp + "/prometheus.yml", "w") as f:
-        f.write("""global:
+    base = start_prometheus(args.prometheus, tmp, """global:
   scrape_interval: 1s
   evaluation_interval: 1s
 rule_files: [%s]
@@ -175,11 +140,6 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:%s', '127.0.0.1:%s']
 """ % (json.dumps(os.path.abspath(args.rules)), port0, port1))
-    start([args.prometheus, "--config.file=" + tmp + "/prometheus.yml",
-           "--storage.tsdb.path=" + tmp + "/data",
-           "--web.listen-address=127.0.0.1:%d" % prom_port, "--log.level=warn"],
-          stdout=subprocess.DEVNULL, stderr=open(tmp + "/prometheus.log", "w"))
-    base = "http://127.0.0.1:%d" % prom_port
 
     # Wait until Prometheus has at least 4 scrapes of both targets (rate() needs 2).
     deadline = time.time() + 45
@@ -244,7 +204,7 @@ scrape_configs:
         try:
             result = query(base, expr)
         except ValueError as e:
-            fail("%s: %s\n  %s" % (where, e, expr))
+            fail("%s: %s" % (where, e))
         if not result:
             empty.append("%s: %s" % (where, expr))
     if empty:
@@ -263,15 +223,5 @@ if __name__ == "__main__":
     try:
         code = main()
     finally:
-        for proc in children:
-            if proc.poll() is None:
-                try:
-                    proc.stdin.close()
-                except Exception:
-                    pass
-        time.sleep(0.2)
-        for proc in children:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
+        stop_children()
     sys.exit(code)

@@ -29,7 +29,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,40 +36,10 @@ import time
 import urllib.parse
 import urllib.request
 
+from prom_harness import fail, free_port, query, start, start_prometheus, stop_children
+
 BYTES = 100000  # > 64 KiB: goes by channel
 COUNT = 20
-
-children = []
-
-
-def fail(message):
-    print("FAIL: " + message, file=sys.stderr)
-    sys.exit(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start(cmd, env=None, **kwargs):
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env, **kwargs)
-    children.append(proc)
-    return proc
-
-
-def query(base, expr):
-    url = base + "/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            body = json.load(r)
-    except urllib.error.HTTPError as e:
-        body = json.load(e)
-    if body.get("status") != "success":
-        raise ValueError("%s: %s: %s" % (expr, body.get("errorType"), body.get("error")))
-    return body["data"]["result"]
-
 
 def values(base, expr, by):
     """{tuple(label values of `by`): value} of an instant query."""
@@ -276,21 +245,14 @@ def main():
     job_a.launch(args.worker, hold=120, with_file=True)
     job_b.launch(args.worker, hold=120, with_file=False)
 
-    prom_port = free_port()
     targets = ["127.0.0.1:%d" % p for j in (job_a, job_b) for p in j.metrics_ports]
-    with open(tmp + "/prometheus.yml", "w") as f:
-        f.write("""global:
+    base = start_prometheus(args.prometheus, tmp, """global:
   scrape_interval: 1s
 scrape_configs:
   - job_name: rpcjob
     static_configs:
       - targets: %s
 """ % json.dumps(targets))
-    start([args.prometheus, "--config.file=" + tmp + "/prometheus.yml",
-           "--storage.tsdb.path=" + tmp + "/data",
-           "--web.listen-address=127.0.0.1:%d" % prom_port, "--log.level=warn"],
-          stdout=subprocess.DEVNULL, stderr=open(tmp + "/prometheus.log", "w"))
-    base = "http://127.0.0.1:%d" % prom_port
 
     job_a.wait_sent()
     job_b.wait_sent()
@@ -347,14 +309,5 @@ if __name__ == "__main__":
     try:
         code = main()
     finally:
-        for proc in children:
-            if proc.poll() is None:
-                proc.terminate()
-        deadline = time.time() + 5
-        for proc in children:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_children()
     sys.exit(code)

@@ -1,0 +1,82 @@
+"""What the real-Prometheus tests share: child processes that never outlive the test,
+free ports, a Prometheus started on loopback, and its query API.
+
+Standard library only.
+"""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+children = []
+
+
+def fail(message):
+    print("FAIL: " + message, file=sys.stderr)
+    sys.exit(1)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(cmd, stdin=subprocess.DEVNULL, **kwargs):
+    """Starts a child that stop_children() ends however the test ends."""
+    proc = subprocess.Popen(cmd, stdin=stdin, **kwargs)
+    children.append(proc)
+    return proc
+
+
+def stop_children(grace=5.0):
+    """Closes the children's stdin (the fixtures exit on EOF), then terminates what is
+    still running, and kills what has not exited after `grace` seconds."""
+    for proc in children:
+        if proc.poll() is None and proc.stdin:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+    for proc in children:
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.time() + grace
+    for proc in children:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def start_prometheus(binary, tmp, config):
+    """Starts Prometheus on a free loopback port with `config` (prometheus.yml text),
+    its data and log under `tmp`. Returns the base URL of its HTTP API."""
+    port = free_port()
+    with open(tmp + "/prometheus.yml", "w") as f:
+        f.write(config)
+    start([binary, "--config.file=" + tmp + "/prometheus.yml",
+           "--storage.tsdb.path=" + tmp + "/data",
+           "--web.listen-address=127.0.0.1:%d" % port, "--log.level=warn"],
+          stdout=subprocess.DEVNULL, stderr=open(tmp + "/prometheus.log", "w"))
+    return "http://127.0.0.1:%d" % port
+
+
+def query(base, expr):
+    """An instant query; raises ValueError (naming the expression) when Prometheus
+    refuses it."""
+    url = base + "/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = json.load(r)
+    except urllib.error.HTTPError as e:
+        body = json.load(e)
+    if body.get("status") != "success":
+        raise ValueError("%s: %s: %s" % (expr, body.get("errorType"), body.get("error")))
+    return body["data"]["result"]
