@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../channels/open_channels.h"
 #include "nvlink_copy.h"
 
 namespace rpcjob::runtime::cuda {
@@ -389,8 +390,7 @@ class NvlinkContext final : public tensorpipe::channel::Context,
   std::vector<std::vector<CopyStream>> copyStreams_;
   std::vector<EventPool> readyEvents_;
   std::vector<EventPool> doneEvents_;
-  std::vector<std::weak_ptr<tensorpipe::channel::Channel>> channels_;
-  bool closed_ = false;
+  OpenChannels channels_;
 };
 
 class NvlinkChannel final : public tensorpipe::channel::Channel,
@@ -624,24 +624,14 @@ std::shared_ptr<tensorpipe::channel::Channel> NvlinkContext::createChannel(
     std::vector<std::shared_ptr<tensorpipe::transport::Connection>> connections,
     tensorpipe::channel::Endpoint) {
   auto channel = std::make_shared<NvlinkChannel>(shared_from_this(), std::move(connections.at(0)));
+  const bool open = channels_.add(channel);
   channel->start();
-  std::lock_guard<std::mutex> lock(mu_);
-  channels_.push_back(channel);
+  if (!open) channel->close();
   return channel;
 }
 
 void NvlinkContext::close() {
-  std::vector<std::shared_ptr<tensorpipe::channel::Channel>> open;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) return;
-    closed_ = true;
-    for (auto& weak : channels_) {
-      if (auto c = weak.lock()) open.push_back(std::move(c));
-    }
-    channels_.clear();
-  }
-  for (auto& c : open) c->close();
+  channels_.closeAll();
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "mtcma_channel.h"
 
+#include "../open_channels.h"
+
 #include <sys/prctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -295,9 +297,7 @@ class MtCmaContext final : public tensorpipe::channel::Context,
   size_t chunkBytes_ = 0;
   std::unordered_map<Device, std::string> descriptors_;
   std::unique_ptr<CopyPool> pool_;
-  std::mutex mu_;
-  bool closed_ = false;
-  std::vector<std::weak_ptr<tensorpipe::channel::Channel>> channels_;
+  OpenChannels channels_;
 };
 
 class MtCmaChannel final : public tensorpipe::channel::Channel,
@@ -517,34 +517,14 @@ std::shared_ptr<tensorpipe::channel::Channel> MtCmaContext::createChannel(
     std::vector<std::shared_ptr<tensorpipe::transport::Connection>> connections,
     tensorpipe::channel::Endpoint) {
   auto channel = std::make_shared<MtCmaChannel>(shared_from_this(), std::move(connections.at(0)));
-  bool closed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    closed = closed_;
-    if (!closed) {
-      channels_.erase(std::remove_if(channels_.begin(), channels_.end(),
-                                     [](const auto& weak) { return weak.expired(); }),
-                      channels_.end());
-      channels_.push_back(channel);
-    }
-  }
+  const bool open = channels_.add(channel);
   channel->start();
-  if (closed) channel->close();
+  if (!open) channel->close();
   return channel;
 }
 
 void MtCmaContext::close() {
-  std::vector<std::shared_ptr<tensorpipe::channel::Channel>> open;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) return;
-    closed_ = true;
-    for (auto& weak : channels_) {
-      if (auto c = weak.lock()) open.push_back(std::move(c));
-    }
-    channels_.clear();
-  }
-  for (auto& c : open) c->close();
+  channels_.closeAll();
 }
 
 }  // namespace
