@@ -229,7 +229,12 @@ void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
     }
     auto msg = std::make_shared<IncomingMessage>();
     tensorpipe::Allocation allocation;
-    std::string bad = prepareRead(descriptor, *msg, allocation);
+    std::string bad;
+    try {
+      bad = prepareRead(descriptor, *msg, allocation);
+    } catch (const std::exception& e) {  // out of (device) memory for what the peer announced
+      bad = std::string("cannot allocate the incoming message: ") + e.what();
+    }
     if (!bad.empty()) {
       // A peer that sends what we cannot parse is broken or hostile: drop the pipe
       // (its pending calls fail) rather than guess where the next message starts.
