@@ -1,0 +1,325 @@
+// A hostile peer against a real worker process: each case opens its own
+// TensorPipe pipe to w1 and writes one message that TensorPipe delivers but
+// rpcjob must refuse (prepareRead in worker/src/serialization.cc): a tensor too
+// large to allocate, a length that contradicts the shape, an unknown dtype, a
+// header that does not decode. The worker must log why, close that pipe (never
+// crash, never hang), keep answering the driver and exit cleanly at shutdown.
+#include <ATen/core/ivalue.h>
+#include <c10/core/ScalarType.h>
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include <tensorpipe/tensorpipe.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster.h"
+#include "header_codec.h"
+
+namespace rpcjob::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::seconds kBound{10};  // every wait in this file
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A tensor entry as the runtime writes one: rpcjob's metadata announcing
+// `dtype` and `sizes`, and `length` bytes at `data`.
+tensorpipe::Message::Tensor tensorEntry(c10::ScalarType dtype, std::vector<int64_t> sizes,
+                                        const void* data, size_t length) {
+  wire::TensorMeta meta;
+  meta.dtype = static_cast<int8_t>(dtype);
+  meta.sizes = std::move(sizes);
+  tensorpipe::Message::Tensor t;
+  t.buffer = tensorpipe::CpuBuffer{const_cast<void*>(data)};
+  t.length = length;
+  t.metadata = wire::encodeTensorMeta(meta);
+  return t;
+}
+
+// `bytes` of address space that reads as zeros and commits no memory: the
+// sender's side of a tensor too large for any machine here.
+class ZeroPages {
+ public:
+  explicit ZeroPages(size_t bytes) : bytes_(bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    data_ = p == MAP_FAILED ? nullptr : p;
+  }
+  ~ZeroPages() {
+    if (data_ != nullptr) munmap(data_, bytes_);
+  }
+  ZeroPages(const ZeroPages&) = delete;
+  ZeroPages& operator=(const ZeroPages&) = delete;
+  const void* data() const { return data_; }
+
+ private:
+  size_t bytes_;
+  void* data_;
+};
+
+// Whether this machine refuses one allocation of `bytes` (so the worker's
+// at::empty throws): not with overcommit_memory=1, nor with more RAM and swap.
+bool allocationRefused(uint64_t bytes) {
+  int overcommit = 0;
+  std::ifstream("/proc/sys/vm/overcommit_memory") >> overcommit;
+  struct sysinfo info {};
+  if (sysinfo(&info) != 0) return false;
+  uint64_t memory = (uint64_t{info.totalram} + info.totalswap) * info.mem_unit;
+  return overcommit != 1 && memory < bytes;
+}
+
+// ASan's and TSan's allocators abort the process on a request this large
+// (CONTRIBUTING.md's sanitizer builds) unless told to return null instead.
+bool sanitizerAbortsOnHugeAllocations() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  for (const char* name : {"ASAN_OPTIONS", "TSAN_OPTIONS"}) {
+    const char* options = std::getenv(name);
+    if (options != nullptr && std::strstr(options, "allocator_may_return_null=1") != nullptr) {
+      return false;
+    }
+  }
+  return true;
+#else
+  return false;
+#endif
+}
+
+class HostileMessageTest : public ::testing::Test {
+ protected:
+  // What became of one message on a fresh pipe.
+  struct Outcome {
+    bool hung = false;                   // no answer, no close, or no write callback in time
+    std::string closedWith;              // our read failed (the worker closed the pipe): why
+    std::optional<wire::Header> answer;  // the worker answered instead
+    std::string writeError;              // empty: the write went out
+  };
+
+  void SetUp() override {
+    // w1's stderr goes to a file so the cases can check what it logged: fd 2
+    // points there only while the cluster forks w1 (the driver keeps ours).
+    log_ = ::testing::TempDir() + "hostile_message_test_XXXXXX";
+    int fd = mkostemp(log_.data(), O_CLOEXEC);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    int ours = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
+    ASSERT_GE(ours, 0) << std::strerror(errno);
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+    try {
+      cluster_ = std::make_unique<Cluster>(1);
+    } catch (...) {
+      dup2(ours, STDERR_FILENO);
+      close(ours);
+      throw;
+    }
+    dup2(ours, STDERR_FILENO);
+    close(ours);
+    // A peer with the plainest transport and channel, both of which w1 offers.
+    context_ = std::make_shared<tensorpipe::Context>(tensorpipe::ContextOptions().name("hostile"));
+    context_->registerTransport(0, "uv", tensorpipe::transport::uv::create());
+    context_->registerChannel(0, "basic", tensorpipe::channel::basic::create());
+  }
+
+  void TearDown() override {
+    if (context_) {
+      context_->close();
+      context_->join();
+    }
+    if (cluster_) {
+      for (int code : cluster_->shutdown()) EXPECT_EQ(code, 0) << "w1's exit code";
+    }
+    if (HasFailure()) std::cout << "w1's stderr:\n" << readFile(log_);
+    unlink(log_.c_str());
+  }
+
+  // A call of "identity" on `tensor`, as the driver would send it: the header,
+  // then the arguments (a fast payload whose one value references tensor 0).
+  tensorpipe::Message identityCall(tensorpipe::Message::Tensor tensor) {
+    wire::Header header;
+    header.type = wire::MessageType::kCall;
+    header.id = 1;
+    header.function = "identity";
+    payload_.clear();
+    wire::FastEncoder args(payload_);
+    args.tuple(1);
+    args.tensorRef(0);
+    tensorpipe::Message m;
+    m.metadata = wire::encodeHeader(header);
+    m.payloads.push_back({payload_.data(), payload_.size(), ""});
+    m.tensors.push_back(std::move(tensor));
+    return m;
+  }
+
+  // Opens a pipe to w1, writes `message`, and waits (bounded) until w1 answers
+  // or closes the pipe, and until our write completed or failed.
+  Outcome send(tensorpipe::Message message) {
+    auto pipe = context_->connect("uv://127.0.0.1:" + std::to_string(cluster_->port(1)),
+                                  tensorpipe::PipeOptions().remoteName("w1"));
+    auto read = std::make_shared<std::promise<Outcome>>();
+    auto written = std::make_shared<std::promise<std::string>>();
+    auto readDone = read->get_future();
+    auto writeDone = written->get_future();
+    pipe->readDescriptor([read](const tensorpipe::Error& error, tensorpipe::Descriptor d) {
+      Outcome o;
+      if (error) {
+        o.closedWith = error.what();
+      } else {
+        wire::Header h;
+        std::string bad = wire::decodeHeader(d.metadata.data(), d.metadata.size(), h);
+        if (!bad.empty()) h.error = "(an undecodable answer: " + bad + ")";
+        o.answer = h;
+      }
+      read->set_value(std::move(o));
+    });
+    pipe->write(std::move(message), [written](const tensorpipe::Error& error) {
+      written->set_value(error ? error.what() : "");
+    });
+    Outcome outcome;
+    // After the read's outcome the write settles by itself: it went out before
+    // an answer, or the close fails it (it waits for the worker's descriptor reply).
+    if (readDone.wait_for(kBound) == std::future_status::ready &&
+        writeDone.wait_for(kBound) == std::future_status::ready) {
+      outcome = readDone.get();
+      outcome.writeError = writeDone.get();
+      pipe->close();
+      return outcome;
+    }
+    outcome.hung = true;
+    pipe->close();
+    // The write points into the caller's buffers: wait for TensorPipe to let go.
+    EXPECT_EQ(writeDone.wait_for(kBound), std::future_status::ready) << "close() did not end it";
+    return outcome;
+  }
+
+  // w1 logged that it closed our pipe, with `reason` in the line.
+  ::testing::AssertionResult workerLogged(const std::string& reason) {
+    const std::string line = "closing a pipe from 'hostile': " + reason;
+    for (auto until = Clock::now() + kBound; Clock::now() < until;) {
+      if (readFile(log_).find(line) != std::string::npos) return ::testing::AssertionSuccess();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return ::testing::AssertionFailure() << "w1's stderr has no \"" << line << "\"";
+  }
+
+  ::testing::AssertionResult workerStillAnswers() {
+    auto call = cluster_->driver().rpcAsync("w1", "identity", {int64_t{7}});
+    if (!call.waitFor(kBound)) return ::testing::AssertionFailure() << "w1 hangs";
+    if (call.hasError()) return ::testing::AssertionFailure() << call.errorMessage();
+    if (call.value().toInt() != 7) return ::testing::AssertionFailure() << call.value();
+    return ::testing::AssertionSuccess();
+  }
+
+  // The contract for every hostile message.
+  void expectRefused(tensorpipe::Message message, const std::string& reason) {
+    auto start = Clock::now();
+    Outcome outcome = send(std::move(message));
+    EXPECT_FALSE(outcome.hung) << "w1 neither answered nor closed the pipe within 10 s";
+    EXPECT_FALSE(outcome.answer) << "w1 answered: " << outcome.answer->error;
+    EXPECT_FALSE(outcome.closedWith.empty());
+    EXPECT_TRUE(workerLogged(reason));
+    EXPECT_TRUE(workerStillAnswers());
+    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    EXPECT_LT(took.count(), 5000) << "ms for one refusal";
+  }
+
+  std::unique_ptr<Cluster> cluster_;
+  std::shared_ptr<tensorpipe::Context> context_;
+  std::string log_;
+  std::vector<char> payload_;
+};
+
+// The control: a well-formed call on such a pipe is answered, so the refusals
+// below are the worker's checks and not a pipe that never worked.
+TEST_F(HostileMessageTest, AWellFormedCallOnTheSamePipeIsAnswered) {
+  const float values[4] = {1, 2, 3, 4};
+  Outcome outcome = send(identityCall(tensorEntry(c10::kFloat, {4}, values, sizeof(values))));
+  ASSERT_FALSE(outcome.hung);
+  ASSERT_TRUE(outcome.answer) << "closed: " << outcome.closedWith;
+  EXPECT_EQ(outcome.answer->type, wire::MessageType::kResponse) << outcome.answer->error;
+  EXPECT_EQ(outcome.answer->id, 1u);
+  EXPECT_EQ(outcome.writeError, "");
+  EXPECT_TRUE(workerStillAnswers());
+}
+
+// 2^38 floats (1 TiB) pass prepareRead's length cap (2^40 bytes) and reach the
+// allocation, which fails: before 57b24f2 the exception went through
+// TensorPipe's loop and terminated the worker.
+TEST_F(HostileMessageTest, ATensorTooLargeToAllocateClosesThePipe) {
+  const uint64_t bytes = uint64_t{1} << 40;
+  if (!allocationRefused(bytes)) {
+    GTEST_SKIP() << "this machine may grant 1 TiB (overcommit_memory=1 or that much memory): "
+                    "w1 would start receiving it";
+  }
+  if (sanitizerAbortsOnHugeAllocations()) {
+    GTEST_SKIP() << "the sanitizer's allocator would abort w1: set allocator_may_return_null=1";
+  }
+  ZeroPages zeros(bytes);
+  if (zeros.data() == nullptr) GTEST_SKIP() << "cannot map 1 TiB of address space here";
+  expectRefused(identityCall(tensorEntry(c10::kFloat, {int64_t{1} << 38}, zeros.data(), bytes)),
+                "cannot allocate the incoming message: ");
+}
+
+TEST_F(HostileMessageTest, ALengthThatContradictsTheShapeClosesThePipe) {
+  const char bytes[32] = {};
+  for (size_t length : {size_t{0}, size_t{8}, size_t{32}}) {  // 4 floats are 16 bytes
+    SCOPED_TRACE("length " + std::to_string(length));
+    expectRefused(identityCall(tensorEntry(c10::kFloat, {4}, bytes, length)),
+                  "tensor length does not match its shape");
+  }
+}
+
+TEST_F(HostileMessageTest, AnUnknownOrUnsupportedDtypeClosesThePipe) {
+  const char bytes[16] = {};
+  struct Case {
+    int8_t dtype;
+    std::string reason;
+  };
+  for (const Case& c : {Case{127, "bad tensor dtype 127"}, Case{-1, "bad tensor dtype -1"},
+                        Case{static_cast<int8_t>(c10::ScalarType::Undefined), "bad tensor dtype"},
+                        Case{static_cast<int8_t>(c10::kQInt8), "quantized dtype"}}) {
+    SCOPED_TRACE("dtype " + std::to_string(c.dtype));
+    expectRefused(
+        identityCall(tensorEntry(static_cast<c10::ScalarType>(c.dtype), {4}, bytes, sizeof(bytes))),
+        c.reason);
+  }
+}
+
+TEST_F(HostileMessageTest, AHeaderThatDoesNotDecodeClosesThePipe) {
+  const float values[4] = {1, 2, 3, 4};
+  const std::string valid =
+      identityCall(tensorEntry(c10::kFloat, {4}, values, sizeof(values))).metadata;
+  std::string random(64, '\0');
+  std::mt19937 bits(1);
+  for (char& c : random) c = static_cast<char>(bits());
+  std::string otherVersion = valid;
+  otherVersion[2] = static_cast<char>(wire::kVersion + 1);
+  for (const std::string& metadata :
+       {random, valid.substr(0, valid.size() / 2), otherVersion, std::string()}) {
+    SCOPED_TRACE("metadata of " + std::to_string(metadata.size()) + " bytes");
+    tensorpipe::Message m = identityCall(tensorEntry(c10::kFloat, {4}, values, sizeof(values)));
+    m.metadata = metadata;
+    expectRefused(std::move(m), "bad header: ");
+  }
+}
+
+}  // namespace
+}  // namespace rpcjob::testing
