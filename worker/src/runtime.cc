@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <c10/util/Exception.h>
 #include <tensorpipe/tensorpipe.h>
 #include <cerrno>
 #include <cstring>
@@ -232,7 +233,9 @@ void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
     std::string bad;
     try {
       bad = prepareRead(descriptor, *msg, allocation);
-    } catch (const std::exception& e) {  // out of (device) memory for what the peer announced
+    } catch (const c10::Error& e) {  // out of (device) memory for what the peer announced
+      bad = std::string("cannot allocate the incoming message: ") + e.what_without_backtrace();
+    } catch (const std::exception& e) {
       bad = std::string("cannot allocate the incoming message: ") + e.what();
     }
     if (!bad.empty()) {
