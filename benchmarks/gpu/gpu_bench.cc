@@ -5,6 +5,7 @@
 // on cuda:1 in the worker). One JSON object on stdout.
 // Channels: RPCJOB_GPU_CHANNELS (empty: every viable one, cuda_nvlink first).
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -20,6 +21,7 @@ double seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
+// Round trip times in call order (RPCJOB_BENCH_TRACE=1 prints them to stderr), then sorted.
 std::vector<double> roundTrips(runtime::Runtime& rt, const at::Tensor& x, int warmup, int n) {
   std::vector<double> out;
   for (int i = 0; i < warmup + n; ++i) {
@@ -27,6 +29,34 @@ std::vector<double> roundTrips(runtime::Runtime& rt, const at::Tensor& x, int wa
     at::Tensor y = rt.rpcSync("w1", runtime::kBuiltinEcho, {x}).toTensor();  // waits on events
     auto t1 = Clock::now();
     if (i >= warmup) out.push_back(seconds(t1 - t0));
+  }
+  if (std::getenv("RPCJOB_BENCH_TRACE") != nullptr) {
+    std::fprintf(stderr, "%zu bytes:", x.nbytes());
+    for (double t : out) std::fprintf(stderr, " %.1f", t * 1e6);
+    std::fprintf(stderr, " us\n");
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The hardware's bound for the same round trip: cudaMemcpyPeerAsync cuda:0 -> cuda:1
+// -> cuda:0 in this process, one stream, host waits at the end. Measured last: it
+// enables peer access in this process, which the RPC measurements must not have.
+std::vector<double> rawRoundTrips(const at::Tensor& x, int warmup, int n) {
+  for (int from : {0, 1}) {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(from));
+    if (cudaDeviceEnablePeerAccess(1 - from, 0) != cudaSuccess) cudaGetLastError();
+  }
+  at::Tensor there = at::empty_like(x, x.options().device(at::kCUDA, 1));
+  at::Tensor back = at::empty_like(x);
+  auto stream = c10::cuda::getStreamFromPool(false, 0);
+  std::vector<double> out;
+  for (int i = 0; i < warmup + n; ++i) {
+    auto t0 = Clock::now();
+    cudaMemcpyPeerAsync(there.data_ptr(), 1, x.data_ptr(), 0, x.nbytes(), stream);
+    cudaMemcpyPeerAsync(back.data_ptr(), 0, there.data_ptr(), 1, x.nbytes(), stream);
+    stream.synchronize();
+    if (i >= warmup) out.push_back(seconds(Clock::now() - t0));
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -46,12 +76,13 @@ int main() {
   auto& rt = pair.rt();
   auto opts = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, 0);
   at::Tensor small = at::ones({1}, opts);
-  at::Tensor mb4 = at::ones({1 << 20}, opts);
-  at::Tensor mb400 = at::ones({100 << 20}, opts);
+  // 4 MB and 400 MB in SI units (4e6 and 400e6 bytes), as the GB/s figures are.
+  at::Tensor mb4 = at::ones({1000 * 1000}, opts);
+  at::Tensor mb400 = at::ones({100 * 1000 * 1000}, opts);
   c10::cuda::device_synchronize();  // set-up only, outside every measurement
   auto s = roundTrips(rt, small, 200, 3000);
   auto r4 = roundTrips(rt, mb4, 20, 200);
-  auto r400 = roundTrips(rt, mb400, 3, 20);
+  auto r400 = roundTrips(rt, mb400, 5, 40);
   // Model split: forward only (distributed autograd does not exist yet).
   at::manual_seed(0);
   at::Tensor w0 = at::randn({1000, 1000}, opts) * 0.03;
@@ -64,11 +95,16 @@ int main() {
   for (int i = 0; i < 10; ++i) y = rt.rpcSync("w1", "linear1", {at::linear(x, w0, b0)}).toTensor();
   c10::cuda::getCurrentCUDAStream(0).synchronize();
   double split = seconds(Clock::now() - t0);
+  auto raw400 = rawRoundTrips(mb400, 3, 20);
   std::printf(
       "{\"impl\": \"rpcjob\", \"channel\": \"%s\", \"small_p50_us\": %.1f, \"small_p99_us\": %.1f, "
-      "\"rt4mb_ms\": %.3f, \"rt400mb_ms\": %.3f, \"rt400mb_gbs\": %.1f, \"model_split_s\": %.4f}\n",
+      "\"rt4mb_ms\": %.3f, \"rt400mb_ms\": %.3f, \"rt400mb_gbs\": %.1f, \"rt400mb_p10_p90_ms\": "
+      "[%.3f, %.3f], \"raw_rt400mb_ms\": %.3f, \"raw_rt400mb_gbs\": %.1f, "
+      "\"model_split_s\": %.4f}\n",
       pair.channelFor("cuda:0", "cuda:1").c_str(), pct(s, 0.5) * 1e6, pct(s, 0.99) * 1e6,
-      pct(r4, 0.5) * 1e3, pct(r400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(r400, 0.5), split);
+      pct(r4, 0.5) * 1e3, pct(r400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(r400, 0.5),
+      pct(r400, 0.1) * 1e3, pct(r400, 0.9) * 1e3, pct(raw400, 0.5) * 1e3,
+      2 * 400e6 / 1e9 / pct(raw400, 0.5), split);
   std::fflush(stdout);
   return 0;
 }

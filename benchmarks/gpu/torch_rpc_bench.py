@@ -51,11 +51,11 @@ def run(rank, port):
     rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, rpc_backend_options=opts)
     if rank == 0:
         small = torch.ones(1, device="cuda:0")
-        mb4 = torch.ones(1 << 20, device="cuda:0")
-        mb400 = torch.ones(100 << 20, device="cuda:0")
+        mb4 = torch.ones(1000 * 1000, device="cuda:0")  # 4e6 bytes
+        mb400 = torch.ones(100 * 1000 * 1000, device="cuda:0")  # 400e6 bytes
         s = round_trips(small, 200, 3000)
         r4 = round_trips(mb4, 20, 200)
-        r400 = round_trips(mb400, 3, 20)
+        r400 = round_trips(mb400, 5, 40)
         torch.manual_seed(0)
         lm = torch.nn.Linear(1000, 1000).to("cuda:0")
         x = torch.randn(1000, 1000, device="cuda:0")
@@ -73,6 +73,8 @@ def run(rank, port):
                           "rt4mb_ms": round(pct(r4, 0.5) * 1e3, 3),
                           "rt400mb_ms": round(pct(r400, 0.5) * 1e3, 3),
                           "rt400mb_gbs": round(2 * 400e6 / 1e9 / pct(r400, 0.5), 1),
+                          "rt400mb_p10_p90_ms": [round(pct(r400, 0.1) * 1e3, 3),
+                                                 round(pct(r400, 0.9) * 1e3, 3)],
                           "model_split_s": round(split, 4)}), flush=True)
     rpc.shutdown()
 

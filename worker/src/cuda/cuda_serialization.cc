@@ -1,11 +1,13 @@
 #include "cuda_serialization.h"
 
 #include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <tensorpipe/tensorpipe.h>
 #include <tensorpipe/tensorpipe_cuda.h>
 
 #include <map>
+#include <mutex>
 
 #include "cuda_future.h"
 #include "device_maps.h"
@@ -29,6 +31,26 @@ RpcError unmapped(const DeviceTargets* targets, int local) {
   return RpcError(ErrorCode::kInvalidArgument, targets->peer,
                   "a tensor on " + device + " has no device mapping to worker '" + targets->peer +
                       "' (add \"" + device + "\" to deviceMaps[\"" + targets->peer + "\"])");
+}
+
+// The stream receive buffers are allocated on: one per device, created here and
+// never given work. PyTorch's caching allocator keeps freed blocks per
+// allocation stream; allocating on the round-robin pool stream of each receive
+// found no cached block most of the time and paid a cudaMalloc (and, for the
+// peer, a fresh IPC handle to open) per large message. On an idle stream the
+// block comes back once the streams recorded on it are done with it.
+c10::cuda::CUDAStream allocationStream(c10::DeviceIndex device) {
+  static std::mutex mu;
+  static std::map<c10::DeviceIndex, cudaStream_t> streams;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = streams.find(device);
+  if (it == streams.end()) {
+    c10::cuda::CUDAGuard guard(device);
+    cudaStream_t s = nullptr;
+    C10_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    it = streams.emplace(device, s).first;
+  }
+  return c10::cuda::getStreamFromExternal(it->second, device);
 }
 
 }  // namespace
@@ -122,9 +144,10 @@ std::string allocate(const void* descriptorTensor, const wire::TensorMeta& meta,
                                               : c10::cuda::getStreamFromPool(false, device);
   at::Tensor t;
   {
-    c10::cuda::CUDAStreamGuard guard(s);  // the block belongs to the receive stream
+    c10::cuda::CUDAStreamGuard guard(allocationStream(device));
     t = at::empty(meta.sizes, at::TensorOptions().dtype(dtype).device(c10::kCUDA, device));
   }
+  recordOnStream(t.storage(), s);  // the copy into it runs there
   allocation.tensors.push_back({tensorpipe::CudaBuffer{t.data_ptr(), s.stream()}});
   in.streams[index] = s.stream();
   in.tensors.push_back(std::move(t));
