@@ -13,12 +13,17 @@
 
 #include <tensorpipe/channel/channel.h>
 #include <tensorpipe/channel/error.h>
+#include <tensorpipe/common/nop.h>
+#include <tensorpipe/transport/connection.h>
+#include <tensorpipe/transport/context.h>
+#include <tensorpipe/transport/listener.h>
 
 #include "pipe_pair.h"
 #include "rpcjob/instrument/instrument.h"
 #include "rpcjob/instrument/peer_id.h"
 #include "rpcjob/metrics/channel_metrics.h"
 #include "rpcjob/metrics/metrics.h"
+#include "rpcjob/metrics/recording.h"
 
 namespace rpcjob {
 namespace {
@@ -157,6 +162,16 @@ TEST_P(ChannelTest, CountsEqualWhatWasSent) {
                     {{"transport", "uv"}, {"direction", "send"}, {"peer", "server"}}),
               exchange.bytes());
   }
+  // Every byte one side's transport wrote, the other side's read (payload reads
+  // and writes are counted when issued, descriptor reads when done).
+  EXPECT_EQ(value(clientMetrics, "rpcjob_transport_bytes_total",
+                  {{"transport", "uv"}, {"direction", "send"}, {"peer", "server"}}),
+            value(serverMetrics, "rpcjob_transport_bytes_total",
+                  {{"transport", "uv"}, {"direction", "recv"}, {"peer", "client"}}));
+  EXPECT_EQ(value(serverMetrics, "rpcjob_transport_bytes_total",
+                  {{"transport", "uv"}, {"direction", "send"}, {"peer", "client"}}),
+            value(clientMetrics, "rpcjob_transport_bytes_total",
+                  {{"transport", "uv"}, {"direction", "recv"}, {"peer", "server"}}));
 }
 
 // xth only where TensorPipe exports it: Debian's does, the one inside PyTorch's libtorch (the
@@ -318,6 +333,107 @@ TEST(TransferTimer, ReportsWhenTheTimerSays) {
       EXPECT_DOUBLE_EQ(family.metric.at(0).histogram.sample_sum, 0.5 + 1.0 + 1.5);
     }
   }
+}
+
+// A connection that completes each operation at once, failing them once told to.
+class ScriptedConnection : public tensorpipe::transport::Connection {
+ public:
+  bool fail = false;
+  void read(read_callback_fn fn) override { fn(result(), data_, fail ? 0 : sizeof(data_)); }
+  void read(void* ptr, size_t length, read_callback_fn fn) override {
+    fn(result(), ptr, fail ? 0 : length);
+  }
+  void write(const void*, size_t, write_callback_fn fn) override { fn(result()); }
+  void read(tensorpipe::AbstractNopHolder&, read_nop_callback_fn fn) override { fn(result()); }
+  void write(const tensorpipe::AbstractNopHolder&, write_callback_fn fn) override { fn(result()); }
+  void setId(std::string) override {}
+  void close() override {}
+
+ private:
+  tensorpipe::Error result() const {
+    return fail ? tensorpipe::Error(std::make_shared<tensorpipe::EOFError>(), __FILE__, __LINE__)
+                : tensorpipe::Error::kSuccess;
+  }
+  char data_[5] = {};
+};
+
+class ScriptedTransport : public tensorpipe::transport::Context {
+ public:
+  std::shared_ptr<ScriptedConnection> connection = std::make_shared<ScriptedConnection>();
+  std::shared_ptr<tensorpipe::transport::Connection> connect(std::string) override {
+    return connection;
+  }
+  std::shared_ptr<tensorpipe::transport::Listener> listen(std::string) override { return nullptr; }
+  bool isViable() const override { return true; }
+  const std::string& domainDescriptor() const override { return domain_; }
+  bool canCommunicateWithRemote(const std::string&) const override { return true; }
+  void setId(std::string) override {}
+  void close() override {}
+  void join() override {}
+
+ private:
+  std::string domain_ = "scripted";
+};
+
+// What the transport decorator counts, and when: payload reads and writes when
+// issued, reads that learn their length (read(fn), descriptors) when done, and
+// errors from those reads; paused, nothing, and every callback still runs.
+TEST(Transport, CountsWhenIssuedAndErrorsOnFailedReads) {
+  metrics::Metrics m;
+  auto inner = std::make_shared<ScriptedTransport>();
+  auto context = instrument::instrumentTransport("shm", inner, m.channels());
+  context->setId("w0.tr_shm");
+  auto connection = context->connect("");
+  connection->setId("w0_to_w1.tr_shm");
+  const std::map<std::string, std::string> sent{
+      {"transport", "shm"}, {"direction", "send"}, {"peer", "w1"}};
+  const std::map<std::string, std::string> received{
+      {"transport", "shm"}, {"direction", "recv"}, {"peer", "w1"}};
+  const std::map<std::string, std::string> errors{{"transport", "shm"}, {"peer", "w1"}};
+  char buffer[64];
+  int callbacks = 0;
+  auto onWrite = [&](const tensorpipe::Error&) { ++callbacks; };
+  auto onRead = [&](const tensorpipe::Error&, const void*, size_t) { ++callbacks; };
+  connection->write(buffer, 10, onWrite);
+  connection->write(buffer, 20, onWrite);
+  connection->read(buffer, 7, onRead);
+  connection->read(onRead);  // the connection hands over 5 bytes
+  EXPECT_EQ(value(m, "rpcjob_transport_bytes_total", sent), 30);
+  EXPECT_EQ(value(m, "rpcjob_transport_bytes_total", received), 12);
+
+  metrics::setRecording(false);
+  connection->write(buffer, 1000, onWrite);
+  connection->read(buffer, 1000, onRead);
+  connection->read(onRead);
+  metrics::setRecording(true);
+  EXPECT_EQ(value(m, "rpcjob_transport_bytes_total", sent), 30);
+  EXPECT_EQ(value(m, "rpcjob_transport_bytes_total", received), 12);
+
+  inner->connection->fail = true;
+  connection->read(onRead);
+  EXPECT_EQ(value(m, "rpcjob_transport_errors_total", errors), 1);
+  EXPECT_EQ(value(m, "rpcjob_transport_bytes_total", received), 12);
+  EXPECT_EQ(callbacks, 8);
+}
+
+// Paused, the channel decorator forwards: the transfer happens, nothing is counted.
+TEST(Recording, PausedChannelRecordsNothing) {
+  metrics::Metrics m;
+  auto inner = std::make_shared<ImmediateContext>();
+  auto context = instrument::instrumentChannel("basic", inner, m.channels());
+  context->setId("w0.ch_basic");
+  auto channel = context->createChannel({}, tensorpipe::channel::Endpoint::kConnect);
+  channel->setId("w0_to_w1.ch_basic");
+  std::uint64_t data = 0;
+  int callbacks = 0;
+  metrics::setRecording(false);
+  channel->send(tensorpipe::CpuBuffer{&data}, 8, [&](const tensorpipe::Error&) { ++callbacks; });
+  metrics::setRecording(true);
+  channel->send(tensorpipe::CpuBuffer{&data}, 8, [&](const tensorpipe::Error&) { ++callbacks; });
+  EXPECT_EQ(callbacks, 2);
+  EXPECT_EQ(value(m, "rpcjob_channel_transfers_total",
+                  {{"channel", "basic"}, {"direction", "send"}, {"peer", "w1"}}),
+            1);
 }
 
 }  // namespace

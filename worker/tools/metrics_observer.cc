@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include <rpcjob/metrics/recording.h>
 #include <rpcjob/metrics/rpc_metrics.h>
 #include <rpcjob/metrics/tick_clock.h>
 
@@ -15,6 +16,10 @@ double seconds(std::chrono::nanoseconds d) {
 }
 
 std::atomic<std::uint64_t> gNextObserverId{1};
+
+// The handle of a call that started while recording was paused: its end is not
+// recorded either (the in-flight gauge stays balanced).
+const char kNotRecorded = 0;
 
 // The last function this thread looked up (a caller thread calls the same
 // function again and again; so does a loop thread serving it). Trivially
@@ -132,6 +137,7 @@ void MetricsObserver::finish(Side& side, runtime::CallStatus status, CallToken t
 
 runtime::Observer::CallToken MetricsObserver::callStarted(const std::string& function,
                                                           const std::string&) {
+  if (!metrics::recording()) return {&kNotRecorded, 0};
   Side& side = this->function(function).client;
   side.handles->started();
   return {&side, tick_clock::now()};
@@ -139,12 +145,14 @@ runtime::Observer::CallToken MetricsObserver::callStarted(const std::string& fun
 
 void MetricsObserver::callFinished(const std::string& function, const std::string&,
                                    runtime::CallStatus status, CallToken token) {
+  if (token.handle == &kNotRecorded) return;
   auto* side = static_cast<Side*>(const_cast<void*>(token.handle));
   finish(side != nullptr ? *side : this->function(function).client, status, token);
 }
 
 runtime::Observer::CallToken MetricsObserver::serverCallStarted(const std::string& function,
                                                                 const std::string&) {
+  if (!metrics::recording()) return {&kNotRecorded, 0};
   Side& side = this->function(function).server;
   side.handles->started();
   return {&side, tick_clock::now()};
@@ -152,6 +160,7 @@ runtime::Observer::CallToken MetricsObserver::serverCallStarted(const std::strin
 
 void MetricsObserver::serverCallFinished(const std::string& function, const std::string&,
                                          runtime::CallStatus status, CallToken token) {
+  if (token.handle == &kNotRecorded) return;
   auto* side = static_cast<Side*>(const_cast<void*>(token.handle));
   finish(side != nullptr ? *side : this->function(function).server, status, token);
 }

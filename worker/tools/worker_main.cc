@@ -5,6 +5,9 @@
 //   rpcjob-worker bench [--json] [--no-large] [--quick] [--ordered] [--channels a,b|auto]
 //                                            rank 0 drives: every pair of workers, over
 //                                            every CPU channel (tools/pair_bench.h)
+//   rpcjob-worker bench --metrics-overhead N  rank 0 against rank 1: small calls with the
+//                                            metrics recorders paused and running, N
+//                                            rounds (tools/metrics_overhead.h)
 //   rpcjob-worker model-split [--iterations N] [--size N]   the seeds' experiment (workloads/)
 //   rpcjob-worker send --bytes N --count K [--device D]   rank 0 sends K tensors of N
 //                                            bytes (on device D, default cpu) to every
@@ -25,6 +28,7 @@
 #include <string>
 #include <thread>
 
+#include "metrics_overhead.h"
 #include "metrics_setup.h"
 #include "model_split.h"
 #include "pair_bench.h"
@@ -39,6 +43,7 @@ int usage() {
       << "usage: rpcjob-worker serve [--deadline-s N]\n"
          "       rpcjob-worker bench [--json] [--no-large] [--quick] [--ordered]\n"
          "                           [--channels NAME,...|auto]\n"
+         "       rpcjob-worker bench --metrics-overhead ROUNDS\n"
          "       rpcjob-worker model-split [--iterations N] [--size N]\n"
          "       rpcjob-worker send --bytes N --count K [--device cpu|cuda:N]\n"
          "       common options: [--metrics-port N] [--hold-s N]\n"
@@ -64,40 +69,49 @@ int main(int argc, char** argv) {
   int metricsPort = -1;  // -1: RPCJOB_METRICS_PORT or the assignment's metricsPort
   long sendBytes = 1 << 20, sendCount = 10, holdSeconds = 0;
   std::string sendDevice = "cpu";
+  int overheadRounds = 0;  // bench --metrics-overhead
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "--json") {
-      json = true;
-    } else if (arg == "--no-large") {
-      config.large = false;
-    } else if (arg == "--quick") {
-      config.quick();
-    } else if (arg == "--ordered") {
-      config.ordered = true;
-    } else if (arg == "--channels" && i + 1 < argc) {
-      std::string list = argv[++i];
-      for (size_t at = 0; at <= list.size();) {
-        size_t end = std::min(list.find(',', at), list.size());
-        if (end > at) config.channels.push_back(list.substr(at, end - at));
-        at = end + 1;
+    try {  // std::stoi and friends throw on "abc" or out-of-range numbers
+      if (arg == "--json") {
+        json = true;
+      } else if (arg == "--no-large") {
+        config.large = false;
+      } else if (arg == "--quick") {
+        config.quick();
+      } else if (arg == "--ordered") {
+        config.ordered = true;
+      } else if (arg == "--channels" && i + 1 < argc) {
+        std::string list = argv[++i];
+        for (size_t at = 0; at <= list.size();) {
+          size_t end = std::min(list.find(',', at), list.size());
+          if (end > at) config.channels.push_back(list.substr(at, end - at));
+          at = end + 1;
+        }
+      } else if (arg == "--metrics-overhead" && i + 1 < argc) {
+        overheadRounds = std::stoi(argv[++i]);
+        if (overheadRounds < 1) return usage();
+      } else if (arg == "--iterations" && i + 1 < argc) {
+        split.iterations = std::stoi(argv[++i]);
+      } else if (arg == "--size" && i + 1 < argc) {
+        split.size = std::stoi(argv[++i]);
+      } else if (arg == "--deadline-s" && i + 1 < argc) {
+        deadlineSeconds = std::stol(argv[++i]);
+      } else if (arg == "--metrics-port" && i + 1 < argc) {
+        metricsPort = std::stoi(argv[++i]);
+      } else if (arg == "--bytes" && i + 1 < argc) {
+        sendBytes = std::stol(argv[++i]);
+      } else if (arg == "--device" && i + 1 < argc) {
+        sendDevice = argv[++i];
+      } else if (arg == "--count" && i + 1 < argc) {
+        sendCount = std::stol(argv[++i]);
+      } else if (arg == "--hold-s" && i + 1 < argc) {
+        holdSeconds = std::stol(argv[++i]);
+      } else {
+        return usage();
       }
-    } else if (arg == "--iterations" && i + 1 < argc) {
-      split.iterations = std::stoi(argv[++i]);
-    } else if (arg == "--size" && i + 1 < argc) {
-      split.size = std::stoi(argv[++i]);
-    } else if (arg == "--deadline-s" && i + 1 < argc) {
-      deadlineSeconds = std::stol(argv[++i]);
-    } else if (arg == "--metrics-port" && i + 1 < argc) {
-      metricsPort = std::stoi(argv[++i]);
-    } else if (arg == "--bytes" && i + 1 < argc) {
-      sendBytes = std::stol(argv[++i]);
-    } else if (arg == "--device" && i + 1 < argc) {
-      sendDevice = argv[++i];
-    } else if (arg == "--count" && i + 1 < argc) {
-      sendCount = std::stol(argv[++i]);
-    } else if (arg == "--hold-s" && i + 1 < argc) {
-      holdSeconds = std::stol(argv[++i]);
-    } else {
+    } catch (const std::logic_error&) {
+      std::cerr << "rpcjob-worker: " << arg << ": not a number: " << argv[i] << "\n";
       return usage();
     }
   }
@@ -135,7 +149,10 @@ int main(int argc, char** argv) {
   bool failed = false;
   try {
     if (mode == "model-split") rpcjob::worker::registerModelSplit(*rt, split);
-    if (bench) bench->registerFunctions(*rt);
+    if (bench) {
+      bench->registerFunctions(*rt);
+      rpcjob::worker::registerRecordingSwitch(*rt);
+    }
     if (mode == "send") {
       rt->registerFunction(
           "rpcjob.sink", [](const CallInfo&, std::vector<c10::IValue>) { return c10::IValue(); },
@@ -163,7 +180,16 @@ int main(int argc, char** argv) {
       std::cout << rpcjob::worker::toText(result, split) << std::endl;
       failed = !result.matchesLocal;
     }
-    if (mode == "bench" && rt->self().rank == 0) {
+    if (mode == "bench" && rt->self().rank == 0 && overheadRounds > 0) {
+      if (!metrics)
+        throw std::runtime_error("--metrics-overhead needs metrics on (a port or file)");
+      if (rt->workers().size() < 2) throw std::runtime_error("--metrics-overhead needs 2 workers");
+      rpcjob::worker::OverheadConfig c;
+      c.rounds = overheadRounds;
+      std::cout << rpcjob::worker::toJson(
+                       rpcjob::worker::measureMetricsOverhead(*rt, rt->workers()[1].name, c))
+                << std::endl;
+    } else if (mode == "bench" && rt->self().rank == 0) {
       const auto results = bench->run(*rt);
       std::cout << (json ? rpcjob::worker::toJson(results) + "\n"
                          : rpcjob::worker::toTable(results))

@@ -10,6 +10,7 @@
 #include "rpcjob/instrument/instrument.h"
 #include "rpcjob/instrument/peer_id.h"
 #include "rpcjob/metrics/channel_metrics.h"
+#include "rpcjob/metrics/recording.h"
 #include "rpcjob/metrics/tick_clock.h"
 
 namespace rpcjob {
@@ -52,6 +53,10 @@ class InstrumentedChannel final : public tensorpipe::channel::Channel {
 
   void send(tensorpipe::Buffer buffer, size_t length,
             tensorpipe::channel::TSendCallback callback) override {
+    if (!metrics::recording()) {
+      inner_->send(std::move(buffer), length, std::move(callback));
+      return;
+    }
     const TransferHandles* handles = handlesFor(Direction::kSend, buffer.device());
     auto wrapped = complete(handles, length, buffer, std::move(callback));
     inner_->send(std::move(buffer), length, std::move(wrapped));
@@ -59,6 +64,10 @@ class InstrumentedChannel final : public tensorpipe::channel::Channel {
 
   void recv(tensorpipe::Buffer buffer, size_t length,
             tensorpipe::channel::TRecvCallback callback) override {
+    if (!metrics::recording()) {
+      inner_->recv(std::move(buffer), length, std::move(callback));
+      return;
+    }
     const TransferHandles* handles = handlesFor(Direction::kRecv, buffer.device());
     auto wrapped = complete(handles, length, buffer, std::move(callback));
     inner_->recv(std::move(buffer), length, std::move(wrapped));

@@ -19,6 +19,7 @@
 #include "rpcjob/instrument/peer_id.h"
 #include "rpcjob/metrics/atomic_metrics.h"
 #include "rpcjob/metrics/channel_metrics.h"
+#include "rpcjob/metrics/recording.h"
 
 namespace rpcjob {
 namespace instrument {
@@ -115,6 +116,7 @@ class InstrumentedConnection final : public tensorpipe::transport::Connection {
       : counts_(std::make_shared<Counts>(std::move(shared))), inner_(std::move(inner)) {}
 
   void read(read_callback_fn fn) override {
+    if (!metrics::recording()) return inner_->read(std::move(fn));
     inner_->read(
         [counts{counts_}, fn{std::move(fn)}](const Error& error, const void* ptr, size_t length) {
           error ? counts->error() : counts->received(length);
@@ -122,23 +124,23 @@ class InstrumentedConnection final : public tensorpipe::transport::Connection {
         });
   }
 
+  // Reads into a buffer of known length (payloads), and writes, are counted when
+  // issued, with no wrapped callback: a wrapper costs a heap allocation and two
+  // reference count updates per operation, and a small call makes eight of
+  // these. They complete unless the connection breaks, and a broken connection
+  // fails the descriptor read that is always waiting on it, which is counted.
   void read(void* ptr, size_t length, read_callback_fn fn) override {
-    inner_->read(
-        ptr, length,
-        [counts{counts_}, fn{std::move(fn)}](const Error& error, const void* data, size_t n) {
-          error ? counts->error() : counts->received(n);
-          fn(error, data, n);
-        });
+    if (metrics::recording()) counts_->received(length);
+    inner_->read(ptr, length, std::move(fn));
   }
 
   void write(const void* ptr, size_t length, write_callback_fn fn) override {
-    inner_->write(ptr, length, [counts{counts_}, length, fn{std::move(fn)}](const Error& error) {
-      error ? counts->error() : counts->sent(length);
-      fn(error);
-    });
+    if (metrics::recording()) counts_->sent(length);
+    inner_->write(ptr, length, std::move(fn));
   }
 
   void read(tensorpipe::AbstractNopHolder& object, read_nop_callback_fn fn) override {
+    if (!metrics::recording()) return inner_->read(object, std::move(fn));
     inner_->read(object, [counts{counts_}, &object, fn{std::move(fn)}](const Error& error) {
       error ? counts->error() : counts->received(object.getSize());
       fn(error);
@@ -146,11 +148,8 @@ class InstrumentedConnection final : public tensorpipe::transport::Connection {
   }
 
   void write(const tensorpipe::AbstractNopHolder& object, write_callback_fn fn) override {
-    const size_t length = object.getSize();
-    inner_->write(object, [counts{counts_}, length, fn{std::move(fn)}](const Error& error) {
-      error ? counts->error() : counts->sent(length);
-      fn(error);
-    });
+    if (metrics::recording()) counts_->sent(object.getSize());
+    inner_->write(object, std::move(fn));
   }
 
   void setId(std::string id) override {

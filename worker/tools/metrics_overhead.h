@@ -1,0 +1,48 @@
+#pragma once
+// `rpcjob-worker bench --metrics-overhead N`: what recording metrics costs small
+// calls, measured in the same two processes (see rpcjob/metrics/recording.h for
+// why not in fresh ones). Both workers run with metrics on; rank 0 drives.
+//
+// N rounds; in each, both states, "off" (recorders paused in both workers) and
+// "on", in alternating order (off-on, on-off, ...). A state is switched in both
+// workers (rpcjob.bench.recording), then measured: the p50 round trip of a block
+// of `syncBlock` sync calls, and the rate of a shot of `asyncShot` async calls
+// in flight. Short blocks, interleaved, put both states under the same
+// conditions (thread placement and the machine's load drift over seconds). The
+// overhead is the median over rounds of each round's on/off ratio; its
+// quartiles show the spread.
+
+#include <string>
+
+#include "rpcjob/runtime/runtime.h"
+
+namespace rpcjob::worker {
+
+struct OverheadConfig {
+  int rounds = 100;
+  int syncBlock = 500;
+  int asyncShot = 10000;
+};
+
+struct MetricsOverhead {
+  int rounds = 0;
+  // Medians over rounds, [0] paused, [1] recording.
+  double smallRttP50Us[2] = {0, 0};
+  double asyncCallsPerS[2] = {0, 0};
+  // Percent, positive when recording is slower: median and quartiles of the
+  // per-round ratios.
+  double p50OverheadPct[3] = {0, 0, 0};    // q1, median, q3
+  double asyncOverheadPct[3] = {0, 0, 0};  // q1, median, q3
+};
+
+// Every bench worker: rpcjob.bench.recording(bool) pauses or resumes this
+// process's recorders. Registered in bench mode only.
+void registerRecordingSwitch(runtime::Runtime& rt);
+
+// Rank 0, against `peer` (which registered the switch).
+MetricsOverhead measureMetricsOverhead(runtime::Runtime& rt, const std::string& peer,
+                                       const OverheadConfig& config);
+
+std::string toJson(const MetricsOverhead& m);
+
+}  // namespace rpcjob::worker
