@@ -22,10 +22,8 @@
 #include <vector>
 
 #include <tensorpipe/channel/channel.h>
-#include <tensorpipe/transport/connection.h>
-#include <tensorpipe/transport/context.h>
-#include <tensorpipe/transport/listener.h>
 
+#include "immediate_tensorpipe.h"
 #include "pipe_pair.h"
 #include "rpcjob/instrument/instrument.h"
 #include "rpcjob/metrics/metrics.h"
@@ -33,6 +31,8 @@
 namespace {
 
 using namespace rpcjob;
+using testing::ImmediateContext;
+using testing::ImmediateTransport;
 
 // mode: 0 none, 1 channels only, 2 channels and transports.
 double roundTrip(const std::string& transport, int mode, int iterations) {
@@ -59,82 +59,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
-
-// A channel whose transfers complete at once, on the caller's thread.
-class ImmediateChannel : public tensorpipe::channel::Channel {
- public:
-  void send(tensorpipe::Buffer, size_t, tensorpipe::channel::TSendCallback cb) override {
-    cb(tensorpipe::Error::kSuccess);
-  }
-  void recv(tensorpipe::Buffer, size_t, tensorpipe::channel::TRecvCallback cb) override {
-    cb(tensorpipe::Error::kSuccess);
-  }
-  void setId(std::string) override {}
-  void close() override {}
-};
-
-class ImmediateContext : public tensorpipe::channel::Context {
- public:
-  bool isViable() const override { return true; }
-  size_t numConnectionsNeeded() const override { return 0; }
-  const std::unordered_map<tensorpipe::Device, std::string>& deviceDescriptors() const override {
-    return descriptors_;
-  }
-  bool canCommunicateWithRemote(const std::string&, const std::string&) const override {
-    return true;
-  }
-  std::shared_ptr<tensorpipe::channel::Channel> createChannel(
-      std::vector<std::shared_ptr<tensorpipe::transport::Connection>>,
-      tensorpipe::channel::Endpoint) override {
-    return std::make_shared<ImmediateChannel>();
-  }
-  void setId(std::string) override {}
-  void close() override {}
-  void join() override {}
-
- private:
-  std::unordered_map<tensorpipe::Device, std::string> descriptors_;
-};
-
-// A connection whose reads and writes complete at once, on the caller's thread.
-class ImmediateConnection : public tensorpipe::transport::Connection {
- public:
-  void read(read_callback_fn fn) override { fn(tensorpipe::Error::kSuccess, &byte_, 1); }
-  void read(void* ptr, size_t length, read_callback_fn fn) override {
-    fn(tensorpipe::Error::kSuccess, ptr, length);
-  }
-  void write(const void*, size_t, write_callback_fn fn) override {
-    fn(tensorpipe::Error::kSuccess);
-  }
-  void read(tensorpipe::AbstractNopHolder&, read_nop_callback_fn fn) override {
-    fn(tensorpipe::Error::kSuccess);
-  }
-  void write(const tensorpipe::AbstractNopHolder&, write_callback_fn fn) override {
-    fn(tensorpipe::Error::kSuccess);
-  }
-  void setId(std::string) override {}
-  void close() override {}
-
- private:
-  char byte_ = 0;
-};
-
-class ImmediateTransport : public tensorpipe::transport::Context {
- public:
-  std::shared_ptr<tensorpipe::transport::Connection> connect(std::string) override {
-    return std::make_shared<ImmediateConnection>();
-  }
-  std::shared_ptr<tensorpipe::transport::Listener> listen(std::string) override { return nullptr; }
-  bool isViable() const override { return true; }
-  const std::string& domainDescriptor() const override { return domain_; }
-  bool canCommunicateWithRemote(const std::string&) const override { return true; }
-  void setId(std::string) override {}
-  void close() override {}
-  void join() override {}
-
- private:
-  std::string domain_ = "immediate";
-};
 
 // One write and one read (with a known length), the shape of a payload transfer.
 double nsPerWriteRead(tensorpipe::transport::Connection& connection, int n) {

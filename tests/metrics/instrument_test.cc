@@ -13,11 +13,8 @@
 
 #include <tensorpipe/channel/channel.h>
 #include <tensorpipe/channel/error.h>
-#include <tensorpipe/common/nop.h>
-#include <tensorpipe/transport/connection.h>
-#include <tensorpipe/transport/context.h>
-#include <tensorpipe/transport/listener.h>
 
+#include "immediate_tensorpipe.h"
 #include "pipe_pair.h"
 #include "rpcjob/instrument/instrument.h"
 #include "rpcjob/instrument/peer_id.h"
@@ -31,6 +28,8 @@ namespace {
 using testing::Bytes;
 using testing::Endpoint;
 using testing::EndpointOptions;
+using testing::ImmediateContext;
+using testing::ImmediateTransport;
 
 // The value of one series, matched on all of `labels` (other labels ignored);
 // -1 when no series matches.
@@ -249,44 +248,6 @@ TEST(Labels, DeviceMapNamesTheRemoteDevice) {
 
 // The timing seam: a TransferTimer replaces the steady-clock measurement, and
 // may report later (as a CUDA-event timer would), from another thread.
-class ImmediateChannel : public tensorpipe::channel::Channel {
- public:
-  bool fail = false;
-  void send(tensorpipe::Buffer, size_t, tensorpipe::channel::TSendCallback cb) override {
-    cb(fail ? tensorpipe::Error(std::make_shared<tensorpipe::channel::ChannelClosedError>(), "", 0)
-            : tensorpipe::Error::kSuccess);
-  }
-  void recv(tensorpipe::Buffer, size_t, tensorpipe::channel::TRecvCallback cb) override {
-    cb(tensorpipe::Error::kSuccess);
-  }
-  void setId(std::string) override {}
-  void close() override {}
-};
-
-class ImmediateContext : public tensorpipe::channel::Context {
- public:
-  std::shared_ptr<ImmediateChannel> channel = std::make_shared<ImmediateChannel>();
-  bool isViable() const override { return true; }
-  size_t numConnectionsNeeded() const override { return 0; }
-  const std::unordered_map<tensorpipe::Device, std::string>& deviceDescriptors() const override {
-    return descriptors_;
-  }
-  bool canCommunicateWithRemote(const std::string&, const std::string&) const override {
-    return true;
-  }
-  std::shared_ptr<tensorpipe::channel::Channel> createChannel(
-      std::vector<std::shared_ptr<tensorpipe::transport::Connection>>,
-      tensorpipe::channel::Endpoint) override {
-    return channel;
-  }
-  void setId(std::string) override {}
-  void close() override {}
-  void join() override {}
-
- private:
-  std::unordered_map<tensorpipe::Device, std::string> descriptors_;
-};
-
 struct FakeTimer : instrument::TransferTimer {
   std::uint64_t begun = 0;
   std::vector<std::pair<std::uint64_t, instrument::TransferReport>> pending;
@@ -335,52 +296,12 @@ TEST(TransferTimer, ReportsWhenTheTimerSays) {
   }
 }
 
-// A connection that completes each operation at once, failing them once told to.
-class ScriptedConnection : public tensorpipe::transport::Connection {
- public:
-  bool fail = false;
-  void read(read_callback_fn fn) override { fn(result(), data_, fail ? 0 : sizeof(data_)); }
-  void read(void* ptr, size_t length, read_callback_fn fn) override {
-    fn(result(), ptr, fail ? 0 : length);
-  }
-  void write(const void*, size_t, write_callback_fn fn) override { fn(result()); }
-  void read(tensorpipe::AbstractNopHolder&, read_nop_callback_fn fn) override { fn(result()); }
-  void write(const tensorpipe::AbstractNopHolder&, write_callback_fn fn) override { fn(result()); }
-  void setId(std::string) override {}
-  void close() override {}
-
- private:
-  tensorpipe::Error result() const {
-    return fail ? tensorpipe::Error(std::make_shared<tensorpipe::EOFError>(), __FILE__, __LINE__)
-                : tensorpipe::Error::kSuccess;
-  }
-  char data_[5] = {};
-};
-
-class ScriptedTransport : public tensorpipe::transport::Context {
- public:
-  std::shared_ptr<ScriptedConnection> connection = std::make_shared<ScriptedConnection>();
-  std::shared_ptr<tensorpipe::transport::Connection> connect(std::string) override {
-    return connection;
-  }
-  std::shared_ptr<tensorpipe::transport::Listener> listen(std::string) override { return nullptr; }
-  bool isViable() const override { return true; }
-  const std::string& domainDescriptor() const override { return domain_; }
-  bool canCommunicateWithRemote(const std::string&) const override { return true; }
-  void setId(std::string) override {}
-  void close() override {}
-  void join() override {}
-
- private:
-  std::string domain_ = "scripted";
-};
-
 // What the transport decorator counts, and when: payload reads and writes when
 // issued, reads that learn their length (read(fn), descriptors) when done, and
 // errors from those reads; paused, nothing, and every callback still runs.
 TEST(Transport, CountsWhenIssuedAndErrorsOnFailedReads) {
   metrics::Metrics m;
-  auto inner = std::make_shared<ScriptedTransport>();
+  auto inner = std::make_shared<ImmediateTransport>();
   auto context = instrument::instrumentTransport("shm", inner, m.channels());
   context->setId("w0.tr_shm");
   auto connection = context->connect("");
@@ -397,7 +318,7 @@ TEST(Transport, CountsWhenIssuedAndErrorsOnFailedReads) {
   connection->write(buffer, 10, onWrite);
   connection->write(buffer, 20, onWrite);
   connection->read(buffer, 7, onRead);
-  connection->read(onRead);  // the connection hands over 5 bytes
+  connection->read(onRead);  // the connection hands over kReadBytes (5)
   EXPECT_EQ(value(m, "rpcjob_transport_bytes_total", sent), 30);
   EXPECT_EQ(value(m, "rpcjob_transport_bytes_total", received), 12);
 

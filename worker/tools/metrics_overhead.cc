@@ -1,59 +1,21 @@
 #include "metrics_overhead.h"
 
 #include <ATen/core/ivalue.h>
-#include <ATen/ops/ones.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <vector>
 
+#include "pair_bench.h"
 #include "rpcjob/metrics/recording.h"
 
 namespace rpcjob::worker {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr const char* kRecording = "rpcjob.bench.recording";
-
-double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// The value at quantile q of v (nearest rank).
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
-}
 
 void setRecording(runtime::Runtime& rt, const std::string& peer, bool on) {
   rt.rpcSync(peer, kRecording, {on});
   metrics::setRecording(on);
-}
-
-// The p50 round trip of `n` sync calls, in microseconds.
-double syncBlock(runtime::Runtime& rt, const std::string& peer, int n) {
-  at::Tensor small = at::ones({1});
-  std::vector<double> us;
-  us.reserve(n);
-  for (int i = 0; i < n; ++i) {
-    auto start = Clock::now();
-    rt.rpcSync(peer, runtime::kBuiltinEcho, {small});
-    us.push_back(secondsSince(start) * 1e6);
-  }
-  return quantile(us, 0.5);
-}
-
-// Calls per second of `n` async calls in flight.
-double asyncShot(runtime::Runtime& rt, const std::string& peer, int n) {
-  std::vector<runtime::Future> futures;
-  futures.reserve(n);
-  auto start = Clock::now();
-  for (int i = 0; i < n; ++i) {
-    futures.push_back(rt.rpcAsync(peer, runtime::kBuiltinEcho, {c10::IValue(int64_t{i})}));
-  }
-  for (auto& f : futures) f.value();
-  return n / secondsSince(start);
 }
 
 }  // namespace
@@ -69,8 +31,8 @@ MetricsOverhead measureMetricsOverhead(runtime::Runtime& rt, const std::string& 
                                        const OverheadConfig& config) {
   for (int on = 0; on < 2; ++on) {  // warm-up of both states
     setRecording(rt, peer, on == 1);
-    syncBlock(rt, peer, config.syncBlock);
-    asyncShot(rt, peer, config.asyncShot);
+    smallCallRtts(rt, peer, config.syncBlock);
+    asyncCallRate(rt, peer, config.asyncShot);
   }
   std::vector<double> p50[2], rate[2], p50Ratio, rateRatio;
   for (int round = 0; round < config.rounds; ++round) {
@@ -78,8 +40,8 @@ MetricsOverhead measureMetricsOverhead(runtime::Runtime& rt, const std::string& 
     for (int k = 0; k < 2; ++k) {
       const int on = (round + k) % 2;
       setRecording(rt, peer, on == 1);
-      blockP50[on] = syncBlock(rt, peer, config.syncBlock);
-      shotRate[on] = asyncShot(rt, peer, config.asyncShot);
+      blockP50[on] = percentile(smallCallRtts(rt, peer, config.syncBlock), 0.5);
+      shotRate[on] = asyncCallRate(rt, peer, config.asyncShot);
     }
     for (int on = 0; on < 2; ++on) {
       p50[on].push_back(blockP50[on]);
@@ -92,13 +54,13 @@ MetricsOverhead measureMetricsOverhead(runtime::Runtime& rt, const std::string& 
   MetricsOverhead m;
   m.rounds = config.rounds;
   for (int on = 0; on < 2; ++on) {
-    m.smallRttP50Us[on] = quantile(p50[on], 0.5);
-    m.asyncCallsPerS[on] = quantile(rate[on], 0.5);
+    m.smallRttP50Us[on] = percentile(p50[on], 0.5);
+    m.asyncCallsPerS[on] = percentile(rate[on], 0.5);
   }
   const double qs[3] = {0.25, 0.5, 0.75};
   for (int i = 0; i < 3; ++i) {
-    m.p50OverheadPct[i] = quantile(p50Ratio, qs[i]);
-    m.asyncOverheadPct[i] = quantile(rateRatio, qs[i]);
+    m.p50OverheadPct[i] = percentile(p50Ratio, qs[i]);
+    m.asyncOverheadPct[i] = percentile(rateRatio, qs[i]);
   }
   return m;
 }

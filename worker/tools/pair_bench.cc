@@ -29,13 +29,6 @@ constexpr const char* kAuto = "auto";
 const CallOptions kOpenTimeout{std::chrono::seconds(120)};
 const CallOptions kMeasureTimeout{std::chrono::minutes(30)};
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -118,33 +111,49 @@ std::string jsonString(const std::string& s) {
 
 }  // namespace
 
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+std::vector<double> smallCallRtts(Runtime& rt, const std::string& peer, int n) {
+  at::Tensor small = at::ones({1});
+  std::vector<double> us;
+  us.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    auto start = Clock::now();
+    rt.rpcSync(peer, runtime::kBuiltinEcho, {small});
+    us.push_back(secondsSince(start) * 1e6);
+  }
+  return us;
+}
+
+double asyncCallRate(Runtime& rt, const std::string& peer, int n) {
+  std::vector<runtime::Future> futures;
+  futures.reserve(n);
+  auto start = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    futures.push_back(rt.rpcAsync(peer, runtime::kBuiltinEcho, {c10::IValue(int64_t{i})}));
+  }
+  for (auto& f : futures) f.value();
+  return n / secondsSince(start);
+}
+
 PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& config) {
   PairResult r;
   r.from = rt.self().name;
   r.peer = peer;
   r.measured = true;
-  at::Tensor small = at::ones({1});
-  for (int i = 0; i < 200; ++i) rt.rpcSync(peer, runtime::kBuiltinEcho, {small});
-  std::vector<double> us;
-  us.reserve(config.smallCalls);
-  for (int i = 0; i < config.smallCalls; ++i) {
-    auto start = Clock::now();
-    rt.rpcSync(peer, runtime::kBuiltinEcho, {small});
-    us.push_back(secondsSince(start) * 1e6);
-  }
+  smallCallRtts(rt, peer, 200);  // warm-up
+  const std::vector<double> us = smallCallRtts(rt, peer, config.smallCalls);
   r.smallRttP50Us = percentile(us, 0.5);
   r.smallRttP99Us = percentile(us, 0.99);
 
   double best = 0;
   for (int round = 0; round < 3; ++round) {
-    std::vector<runtime::Future> futures;
-    futures.reserve(config.asyncCalls);
-    auto start = Clock::now();
-    for (int i = 0; i < config.asyncCalls; ++i) {
-      futures.push_back(rt.rpcAsync(peer, runtime::kBuiltinEcho, {c10::IValue(int64_t{i})}));
-    }
-    for (auto& f : futures) f.value();
-    best = std::max(best, config.asyncCalls / secondsSince(start));
+    best = std::max(best, asyncCallRate(rt, peer, config.asyncCalls));
   }
   r.asyncCallsPerS = best;
 

@@ -67,6 +67,14 @@ struct PairResult {
   double gbps400mb = 0;
 };
 
+// The value at quantile p of v (nearest rank; 0 for none).
+double percentile(std::vector<double> v, double p);
+// Round trips of `n` sync echo calls of a one-element tensor, in microseconds,
+// in call order.
+std::vector<double> smallCallRtts(runtime::Runtime& rt, const std::string& peer, int n);
+// Calls per second of `n` async echo calls put in flight at once.
+double asyncCallRate(runtime::Runtime& rt, const std::string& peer, int n);
+
 // Measures this worker against `peer` on `rt`.
 PairResult benchPair(runtime::Runtime& rt, const std::string& peer, const BenchConfig& config);
 
