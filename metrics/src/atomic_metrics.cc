@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <utility>
 
 namespace rpcjob {
@@ -38,8 +39,20 @@ AtomicHistogram::AtomicHistogram(const std::vector<double>& bounds)
       bounds_(new std::uint64_t[bounds.size()]),
       seconds_(bounds),
       buckets_(new std::atomic<std::uint64_t>[bounds.size() + 1]) {
+  if (size_ > std::numeric_limits<std::uint16_t>::max()) {
+    throw std::invalid_argument("AtomicHistogram: too many buckets");
+  }
   for (size_t i = 0; i < size_; ++i) {
     bounds_[i] = toNanos(bounds[i]);
+  }
+  firstAtLeast_[0] = 0;
+  for (int k = 1; k < 64; ++k) {
+    const std::uint64_t power = std::uint64_t{1} << k;
+    std::size_t first = 0;
+    while (first < size_ && bounds_[first] < power) {
+      ++first;
+    }
+    firstAtLeast_[k] = static_cast<std::uint16_t>(first);
   }
   for (size_t i = 0; i <= size_; ++i) {
     buckets_[i].store(0, std::memory_order_relaxed);
@@ -48,6 +61,14 @@ AtomicHistogram::AtomicHistogram(const std::vector<double>& bounds)
 
 void AtomicHistogram::observe(double seconds) noexcept {
   observeNanos(toNanos(seconds));
+}
+
+std::uint64_t AtomicHistogram::count() const noexcept {
+  std::uint64_t total = 0;
+  for (size_t i = 0; i <= size_; ++i) {
+    total += buckets_[i].load(std::memory_order_acquire);
+  }
+  return total;
 }
 
 prometheus::ClientMetric::Histogram AtomicHistogram::snapshot() const {
@@ -67,12 +88,22 @@ prometheus::ClientMetric::Histogram AtomicHistogram::snapshot() const {
   return out;
 }
 
-std::int64_t InFlightGauge::value() const noexcept {
+void InFlightGauge::countFinishedIn(const AtomicHistogram& histogram) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  finished_.push_back(&histogram);
+}
+
+std::int64_t InFlightGauge::value() const {
   // Finished first: a call is counted as started before it finishes, so this
-  // order never reads more finished than started calls (clamped anyway: the
-  // loads are relaxed).
-  const std::uint64_t finished = finished_.load(std::memory_order_relaxed);
-  const std::uint64_t started = started_.load(std::memory_order_relaxed);
+  // order never reads more finished than started calls (clamped anyway).
+  std::uint64_t finished = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const AtomicHistogram* histogram : finished_) {
+      finished += histogram->count();
+    }
+  }
+  const std::uint64_t started = started_.load(std::memory_order_acquire);
   return started > finished ? static_cast<std::int64_t>(started - finished) : 0;
 }
 
@@ -101,6 +132,17 @@ AtomicFamilyBase::Entry& AtomicFamilyBase::find(const prometheus::Labels& labels
   entries_.push_back(make(arg));
   entries_.back()->labels = labels;
   return *entries_.back();
+}
+
+void AtomicFamilyBase::insert(const prometheus::Labels& labels, std::unique_ptr<Entry> entry) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& existing : entries_) {
+    if (existing->labels == labels) {
+      throw std::logic_error(name_ + ": a series with these labels exists already");
+    }
+  }
+  entry->labels = labels;
+  entries_.push_back(std::move(entry));
 }
 
 std::vector<prometheus::MetricFamily> AtomicFamilyBase::Collect() const {
@@ -134,6 +176,17 @@ struct CounterEntry : AtomicFamilyBase::Entry {
   AtomicCounter counter;
 };
 
+// Collect() holds the family's lock while it fills, so `highest` needs none.
+struct ComputedCounterEntry : AtomicFamilyBase::Entry {
+  explicit ComputedCounterEntry(std::function<std::uint64_t()> f) : value(std::move(f)) {}
+  void fill(prometheus::ClientMetric& metric) const override {
+    highest = std::max(highest, value());
+    metric.counter.value = static_cast<double>(highest);
+  }
+  const std::function<std::uint64_t()> value;
+  mutable std::uint64_t highest = 0;
+};
+
 struct HistogramEntry : AtomicFamilyBase::Entry {
   explicit HistogramEntry(const std::vector<double>& bounds) : histogram(bounds) {}
   void fill(prometheus::ClientMetric& metric) const override { histogram.fill(metric); }
@@ -158,6 +211,11 @@ AtomicCounter& AtomicCounterFamily::add(const prometheus::Labels& labels) {
       [](const void*) -> std::unique_ptr<Entry> { return std::make_unique<CounterEntry>(); },
       nullptr);
   return static_cast<CounterEntry&>(entry).counter;
+}
+
+void AtomicCounterFamily::addComputed(const prometheus::Labels& labels,
+                                      std::function<std::uint64_t()> value) {
+  insert(labels, std::make_unique<ComputedCounterEntry>(std::move(value)));
 }
 
 AtomicHistogramFamily::AtomicHistogramFamily(std::string name, std::string help,

@@ -1,5 +1,8 @@
 #include "rpcjob/metrics/rpc_metrics.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
@@ -23,35 +26,57 @@ FunctionHandles::FunctionHandles(Side side, std::string function, AtomicCounterF
       callsFamily_(calls),
       inFlight_(&inFlight),
       duration_(&duration),
-      ok_(&calls.add({{labels::kSide, toString(side)},
-                      {labels::kFunction, function_},
-                      {labels::kStatus, status::kOk}})),
-      error_(&calls.add({{labels::kSide, toString(side)},
-                         {labels::kFunction, function_},
-                         {labels::kStatus, status::kError}})),
-      timeout_(&calls.add({{labels::kSide, toString(side)},
-                           {labels::kFunction, function_},
-                           {labels::kStatus, status::kTimeout}})) {}
+      tally_(std::make_shared<Tally>()) {
+  tally_->duration = duration_;
+  calls.addComputed({{labels::kSide, toString(side)},
+                     {labels::kFunction, function_},
+                     {labels::kStatus, status::kOk}},
+                    [tally = tally_] { return tally->ok(); });
+  error_ = &failures(status::kError);
+  timeout_ = &failures(status::kTimeout);
+  inFlight.countFinishedIn(duration);
+}
+
+std::uint64_t FunctionHandles::Tally::ok() const {
+  // The histogram first: every failure it counts was published before it.
+  const std::uint64_t timed = duration->count();
+  std::uint64_t failed = 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const AtomicCounter* counter : failures) {
+    failed += counter->value();
+  }
+  return timed > failed ? timed - failed : 0;
+}
 
 void FunctionHandles::finished(const std::string& callStatus, double seconds) {
-  inFlight_->finished();
-  calls(callStatus).add(1);
+  if (callStatus == status::kOk) {
+    duration_->observe(seconds);
+    return;
+  }
+  failures(callStatus).add(1);
+  std::atomic_thread_fence(std::memory_order_release);  // as in finishedNotOk
   duration_->observe(seconds);
 }
 
-AtomicCounter& FunctionHandles::calls(const std::string& callStatus) {
+AtomicCounter& FunctionHandles::failures(const std::string& callStatus) {
   if (callStatus == status::kOk) {
-    return *ok_;
+    throw std::invalid_argument("FunctionHandles::failures: ok calls are counted by the histogram");
   }
-  if (callStatus == status::kError) {
+  if (callStatus == status::kError && error_ != nullptr) {
     return *error_;
   }
-  if (callStatus == status::kTimeout) {
+  if (callStatus == status::kTimeout && timeout_ != nullptr) {
     return *timeout_;
   }
-  return callsFamily_.add({{labels::kSide, toString(side_)},
-                           {labels::kFunction, function_},
-                           {labels::kStatus, callStatus}});
+  AtomicCounter& counter = callsFamily_.add({{labels::kSide, toString(side_)},
+                                             {labels::kFunction, function_},
+                                             {labels::kStatus, callStatus}});
+  std::lock_guard<std::mutex> lock(tally_->mutex);
+  if (std::find(tally_->failures.begin(), tally_->failures.end(), &counter) ==
+      tally_->failures.end()) {
+    tally_->failures.push_back(&counter);
+  }
+  return counter;
 }
 
 RpcMetrics::RpcMetrics(Metrics& metrics)

@@ -1,5 +1,7 @@
 // Metric definitions: names, labels, handles, histograms, the README.
 
+#include <atomic>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -72,15 +74,134 @@ TEST(AtomicHistogram, NanosecondObservationsMatchSeconds) {
   EXPECT_DOUBLE_EQ(s.sample_sum, 2001e-9 + 2e-3);
 }
 
-TEST(InFlightGauge, StartedMinusFinishedOnSeparateLines) {
+// The O(1) bucket search against the plain definition (the first bound >= the
+// value), on the product's bounds and on bounds that stress the log2 table: a
+// bound of 0 ns, bounds that share an octave, bounds at powers of two, one huge.
+TEST(AtomicHistogram, BucketSearchMatchesTheDefinition) {
+  const std::vector<std::vector<double>> boundSets = {
+      transferDurationBuckets(),
+      rpcDurationBuckets(),
+      {0.0, 1e-9, 2e-9, 3e-9, 4e-9},
+      {1e-6, 1.1e-6, 1.2e-6, 1.3e-6, 2.048e-6, 4.096e-6, 1e9},
+      {}};
+  for (const auto& seconds : boundSets) {
+    std::vector<std::uint64_t> nanos;
+    for (double b : seconds) nanos.push_back(static_cast<std::uint64_t>(std::llround(b * 1e9)));
+    // Values: 0..4100, every bound and its neighbours, every power of two and
+    // its neighbours, the largest value.
+    std::vector<std::uint64_t> values;
+    for (std::uint64_t v = 0; v <= 4100; ++v) values.push_back(v);
+    for (std::uint64_t b : nanos) {
+      for (std::uint64_t v : {b - 1, b, b + 1}) values.push_back(v);
+    }
+    for (int k = 0; k < 64; ++k) {
+      const std::uint64_t p = std::uint64_t{1} << k;
+      for (std::uint64_t v : {p - 1, p, p + 1}) values.push_back(v);
+    }
+    values.push_back(~std::uint64_t{0});
+    for (std::uint64_t value : values) {
+      std::size_t expected = 0;
+      while (expected < nanos.size() && value > nanos[expected]) ++expected;
+      AtomicHistogram h(seconds);
+      h.observeNanos(value);
+      const auto s = h.snapshot();
+      std::size_t got = 0;
+      while (s.bucket[got].cumulative_count == 0) ++got;
+      ASSERT_EQ(got, expected) << "value " << value << " ns, " << seconds.size() << " bounds";
+    }
+  }
+}
+
+TEST(InFlightGauge, StartedMinusTheCallsItsHistogramsTimed) {
   InFlightGauge g;
+  AtomicHistogram a(rpcDurationBuckets()), b(rpcDurationBuckets());
+  g.countFinishedIn(a);
+  g.countFinishedIn(b);
   g.started();
   g.started();
-  g.finished();
-  EXPECT_EQ(g.value(), 1);
-  g.finished();
+  g.started();
+  a.observeNanos(1000);
+  EXPECT_EQ(g.value(), 2);
+  b.observeNanos(5'000'000'000);
+  a.observe(0.5);
   EXPECT_EQ(g.value(), 0);
-  static_assert(sizeof(InFlightGauge) >= 128, "started and finished share a cache line");
+  b.observe(0.1);  // a finish without a start (never in the runtime): clamped
+  EXPECT_EQ(g.value(), 0);
+  static_assert(alignof(InFlightGauge) >= 64, "started shares a cache line");
+}
+
+TEST(AtomicCounterFamily, ComputedSeriesNeverDecreaseAndLabelsStayUnique) {
+  AtomicCounterFamily family("rpcjob_x_total", "x");
+  std::uint64_t value = 5;
+  family.addComputed({{"k", "v"}}, [&value] { return value; });
+  auto read = [&family] { return family.Collect().at(0).metric.at(0).counter.value; };
+  EXPECT_EQ(read(), 5);
+  value = 3;  // read from parts at different moments: it must not go down
+  EXPECT_EQ(read(), 5);
+  value = 9;
+  EXPECT_EQ(read(), 9);
+  EXPECT_THROW(family.addComputed({{"k", "v"}}, [] { return std::uint64_t{0}; }), std::logic_error);
+  family.add({{"k", "w"}});
+  EXPECT_THROW(family.addComputed({{"k", "w"}}, [] { return std::uint64_t{0}; }), std::logic_error);
+}
+
+// calls{ok} is computed (histogram count - failures): under concurrent ok and
+// failed calls, every scrape sees it monotonic, never more than the ok calls
+// made so far, and the final figures exact; in-flight never goes negative.
+TEST(RpcMetrics, ComputedOkCountUnderConcurrentCalls) {
+  Metrics m;
+  auto& handles = m.rpc().function(Side::kServer, "f");
+  auto& errors = handles.failures(status::kError);
+  constexpr int kThreads = 4, kCalls = 20000;
+  std::atomic<int> running{kThreads};
+  std::atomic<std::uint64_t> okMade{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        handles.started();
+        if ((i + t) % 5 == 0) {
+          handles.finishedNotOk(errors, 1000 + i);
+        } else {
+          okMade.fetch_add(1);  // before the call is timed: the bound below holds
+          handles.finishedOk(1000 + i);
+        }
+      }
+      running.fetch_sub(1);
+    });
+  }
+  auto value = [](const std::vector<prometheus::MetricFamily>& families, const std::string& name,
+                  const std::string& status) {
+    for (const auto& f : families) {
+      if (f.name != name) continue;
+      for (const auto& metric : f.metric) {
+        bool match = status.empty();
+        for (const auto& l : metric.label) {
+          if (l.name == "status" && l.value == status) match = true;
+        }
+        if (match) return name == names::kRpcInFlight ? metric.gauge.value : metric.counter.value;
+      }
+    }
+    return -1.0;
+  };
+  double lastOk = 0;
+  int scrapes = 0;
+  while (running.load() > 0 || scrapes == 0) {
+    const auto families = m.collect();
+    const std::uint64_t okAfter = okMade.load();
+    const double ok = value(families, names::kRpcCalls, "ok");
+    EXPECT_GE(ok, lastOk);
+    EXPECT_LE(ok, static_cast<double>(okAfter));
+    EXPECT_GE(value(families, names::kRpcInFlight, ""), 0);
+    lastOk = ok;
+    ++scrapes;
+  }
+  for (auto& t : threads) t.join();
+  const auto families = m.collect();
+  EXPECT_EQ(value(families, names::kRpcCalls, "ok"), kThreads * kCalls * 4 / 5);
+  EXPECT_EQ(value(families, names::kRpcCalls, "error"), kThreads * kCalls / 5);
+  EXPECT_EQ(value(families, names::kRpcInFlight, ""), 0);
+  EXPECT_THROW(handles.failures(status::kOk), std::invalid_argument);
 }
 
 TEST(ChannelMetrics, HandlesAreCachedPerLabelSet) {
@@ -133,11 +254,10 @@ TEST(RpcMetrics, CallsInFlightAndLatency) {
       has(out, "rpcjob_rpc_calls_total{function=\"add\",side=\"server\",status=\"error\"} 1"));
   // Cached handles are the same objects the string API uses.
   EXPECT_EQ(&rpc.function(Side::kClient, "add"), &rpc.function(Side::kClient, "add"));
-  // The hot path: a cached counter, integer nanoseconds.
+  // The hot path: integer nanoseconds.
   auto& handles = rpc.function(Side::kServer, "add");
-  auto& ok = handles.calls(status::kOk);
   handles.started();
-  handles.finished(ok, 30000);
+  handles.finishedOk(30000);
   out = text(m);
   EXPECT_TRUE(has(out, "rpcjob_rpc_calls_total{function=\"add\",side=\"server\",status=\"ok\"} 1"))
       << out;

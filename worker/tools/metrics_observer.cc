@@ -37,7 +37,7 @@ thread_local LastLookup tLast;
 }  // namespace
 
 const std::string& statusLabel(runtime::CallStatus status) {
-  // Static strings: FunctionHandles::calls takes a std::string, and the
+  // Static strings: FunctionHandles::failures takes a std::string, and the
   // common statuses must not build one per call.
   static const std::string kOk = metrics::status::kOk, kError = metrics::status::kError,
                            kUnknown = "unknown_function", kTimeout = metrics::status::kTimeout,
@@ -64,14 +64,14 @@ std::string deviceLabel(const std::string& device) {
   return device;
 }
 
-metrics::AtomicCounter& MetricsObserver::Side::counter(runtime::CallStatus status) {
+metrics::AtomicCounter& MetricsObserver::Side::failures(runtime::CallStatus status) {
   auto index = static_cast<unsigned>(status);
   if (index >= kStatuses) index = static_cast<unsigned>(runtime::CallStatus::kOther);
   auto& slot = calls[index];
   if (auto* counter = slot.load(std::memory_order_acquire)) return *counter;
   // First call with this status: a lookup under the family's lock. Racing
   // threads get the same counter.
-  auto* counter = &handles->calls(statusLabel(status));
+  auto* counter = &handles->failures(statusLabel(status));
   slot.store(counter, std::memory_order_release);
   return *counter;
 }
@@ -132,7 +132,11 @@ MetricsObserver::Function& MetricsObserver::add(const std::string& name) {
 
 void MetricsObserver::finish(Side& side, runtime::CallStatus status, CallToken token) noexcept {
   const std::uint64_t nanos = tick_clock::nanos(token.start, tick_clock::now(), nanosPerTick_);
-  side.handles->finished(side.counter(status), nanos);
+  if (status == runtime::CallStatus::kOk) {
+    side.handles->finishedOk(nanos);
+  } else {
+    side.handles->finishedNotOk(side.failures(status), nanos);
+  }
 }
 
 runtime::Observer::CallToken MetricsObserver::callStarted(const std::string& function,

@@ -8,7 +8,9 @@
 // current snapshot of the table (one atomic load and a hash lookup) -- counts
 // the start and returns the handles and a TSC start time in the CallToken;
 // *Finished takes both back from the token (no lookup, no clock but one TSC
-// read) and does three relaxed integer fetch_adds and a histogram bucket's one.
+// read) and, for an ok call, two relaxed fetch_adds (a histogram bucket and its
+// sum; the histogram's count is the calls counter and the in-flight gauge's
+// finished count, see rpc_metrics.h), three otherwise.
 // The first call of a function name takes a lock and publishes a new immutable
 // snapshot. The set of names is bounded by the functions this worker calls and
 // serves (the runtime reports served calls only for registered functions).
@@ -55,14 +57,14 @@ class MetricsObserver : public runtime::Observer {
   void channelSelected(const std::string& peer, const std::string& localDevice,
                        const std::string& remoteDevice, const std::string& channel) override;
 
-  // One side of one function: its handles and its calls counter per status,
-  // resolved on first use of the status (so that no series appears for a
-  // status that never happened).
+  // One side of one function: its handles and its failures counter per status
+  // other than ok, resolved on first use of the status (so that no series
+  // appears for a status that never happened).
   struct Side {
     static constexpr int kStatuses = 6;  // runtime::CallStatus
     metrics::FunctionHandles* handles = nullptr;
     std::atomic<metrics::AtomicCounter*> calls[kStatuses] = {};
-    metrics::AtomicCounter& counter(runtime::CallStatus status);
+    metrics::AtomicCounter& failures(runtime::CallStatus status);  // status != kOk
   };
   struct Function {
     Side client;

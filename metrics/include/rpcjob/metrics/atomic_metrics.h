@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,11 +41,11 @@ class AtomicCounter {
 // lock-free and may be called from any thread.
 //
 // Integer nanoseconds throughout: the bounds are converted once, an observation
-// is a short search of the integer bounds and two relaxed fetch_adds (its bucket,
-// the sum), and seconds are computed at collect time. Resolution 1 ns.
-// A scrape concurrent with observe() may see an observation in a bucket and not
-// yet in the sum (or the reverse); the next scrape is consistent again. The
-// count is the sum of the buckets, so count == the +Inf bucket always.
+// finds its bucket in O(1) (see observeNanos) and does two relaxed fetch_adds
+// (its bucket, the sum), and seconds are computed at collect time. Resolution
+// 1 ns. A scrape concurrent with observe() may see an observation in a bucket
+// and not yet in the sum (or the reverse); the next scrape is consistent again.
+// The count is the sum of the buckets, so count == the +Inf bucket always.
 class AtomicHistogram {
  public:
   // `bounds` are the finite upper bounds in seconds, ascending.
@@ -54,8 +55,11 @@ class AtomicHistogram {
   // The hot path: an observation in nanoseconds.
   void observeNanos(std::uint64_t nanos) noexcept {
     // Prometheus buckets are "less than or equal": the first bound >= value.
-    // Linear from the smallest: the fast observations are the frequent ones.
-    std::size_t index = 0;
+    // Every bound below 2^k, k = floor(log2(nanos)), is below the value: start
+    // at the first bound >= 2^k (a table by k), which leaves a step or two for
+    // bounds spaced like 1-2.5-5 (a linear search from the first bound took up
+    // to a dozen for RPC latencies of milliseconds).
+    std::size_t index = firstAtLeast_[63 - __builtin_clzll(nanos | 1)];
     while (index < size_ && nanos > bounds_[index]) {
       ++index;
     }
@@ -63,6 +67,10 @@ class AtomicHistogram {
     sumNanos_.fetch_add(nanos, std::memory_order_relaxed);
   }
 
+  // Observations so far (the sum of the buckets). Acquire loads: what a writer
+  // published before an observation (with a release fence) is visible to a
+  // caller that sees the observation counted.
+  std::uint64_t count() const noexcept;
   // Snapshot in prometheus-cpp's form (cumulative buckets, +Inf last).
   prometheus::ClientMetric::Histogram snapshot() const;
   void fill(prometheus::ClientMetric& metric) const { metric.histogram = snapshot(); }
@@ -72,27 +80,37 @@ class AtomicHistogram {
   const std::size_t size_;                   // finite bounds
   std::unique_ptr<std::uint64_t[]> bounds_;  // nanoseconds
   std::vector<double> seconds_;              // the same bounds as given, for the exposition
+  // firstAtLeast_[k]: the first bucket whose bound is >= 2^k (0 for k = 0,
+  // which also holds an observation of 0 ns).
+  std::uint16_t firstAtLeast_[64];
   // size_ + 1 non-cumulative counters; the last one is +Inf.
   std::unique_ptr<std::atomic<std::uint64_t>[]> buckets_;
   std::atomic<std::uint64_t> sumNanos_{0};
 };
 
-// A gauge of things in flight (RPC calls), kept as two monotonic counters on
-// their own cache lines -- a call starts on one thread and often finishes on
-// another (TensorPipe's loop) -- and exported as started - finished at collect
-// time. Thread safety: started()/finished() are lock-free (one relaxed
-// fetch_add each), from any thread.
+// A gauge of things in flight (RPC calls): a monotonic counter of starts, and
+// the histograms that time the ends -- every finished call is observed in
+// exactly one of them, so their counts are the finished calls and a finish
+// costs no increment of its own. Exported as started - finished at collect time
+// (histogram counts read first, so a call is never seen finished and not
+// started; clamped at 0 all the same).
+// Thread safety: started() is lock-free (one relaxed fetch_add, on a cache line
+// of its own: a call starts on the caller's thread and finishes on
+// TensorPipe's loop thread), from any thread; countFinishedIn() and value() take
+// a mutex.
 class InFlightGauge {
  public:
   void started() noexcept { started_.fetch_add(1, std::memory_order_relaxed); }
-  void finished() noexcept { finished_.fetch_add(1, std::memory_order_relaxed); }
-  std::int64_t value() const noexcept;
+  // `histogram` times calls of this gauge from now on; it must outlive the gauge.
+  void countFinishedIn(const AtomicHistogram& histogram);
+  std::int64_t value() const;
   void fill(prometheus::ClientMetric& metric) const;
   static constexpr prometheus::MetricType kType = prometheus::MetricType::Gauge;
 
  private:
   alignas(64) std::atomic<std::uint64_t> started_{0};
-  alignas(64) std::atomic<std::uint64_t> finished_{0};
+  alignas(64) mutable std::mutex mutex_;
+  std::vector<const AtomicHistogram*> finished_;  // guarded by mutex_
 };
 
 // A family of metrics with one name, told apart by their labels.
@@ -117,6 +135,8 @@ class AtomicFamilyBase : public prometheus::Collectable {
   // Returns the entry with these labels, or creates it with `make`.
   Entry& find(const prometheus::Labels& labels, std::unique_ptr<Entry> (*make)(const void*),
               const void* arg);
+  // Adds `entry` under `labels`; throws std::logic_error if they have one.
+  void insert(const prometheus::Labels& labels, std::unique_ptr<Entry> entry);
 
  private:
   const std::string name_;
@@ -133,6 +153,12 @@ class AtomicCounterFamily : public AtomicFamilyBase {
   // The counter with these labels, created on first use. Callers cache the
   // reference: this is a lookup under a lock.
   AtomicCounter& add(const prometheus::Labels& labels);
+  // A series whose value `value` computes when collected (under the family's
+  // lock, so calls never overlap), for a count that other metrics already hold.
+  // Exported as the largest value seen so far: a counter must not go down when
+  // `value` reads its parts at different moments. Throws std::logic_error if
+  // the labels have a series already.
+  void addComputed(const prometheus::Labels& labels, std::function<std::uint64_t()> value);
 };
 
 class AtomicHistogramFamily : public AtomicFamilyBase {

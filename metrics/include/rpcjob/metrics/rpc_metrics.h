@@ -7,15 +7,16 @@
 // The runtime reports through an observer interface of its own; a thin adapter
 // forwards each observer call to the method of the same shape here. The string
 // methods look the function's handles up (a map lookup under a lock, ~100 ns);
-// a hot path instead keeps the FunctionHandles of a function (and the calls
-// counter of a status) and uses the handle overloads: a few relaxed integer
-// fetch_adds, no lock, no lookup.
+// a hot path instead keeps the FunctionHandles of a function (and the failures
+// counter of a status) and uses finishedOk/finishedNotOk: two or three relaxed
+// integer fetch_adds, no lock, no lookup.
 
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "rpcjob/metrics/atomic_metrics.h"
 
@@ -43,32 +44,53 @@ inline constexpr char kTimeout[] = "timeout";
 }  // namespace status
 
 // The series of one (side, function). Thread safety: the methods are lock-free
-// except calls() for a status other than ok/error/timeout (one lookup).
+// except failures() for a status other than error/timeout (one lookup).
+//
+// Every finished call is observed in the duration histogram, so the histogram
+// already counts the calls: calls{status="ok"} is computed when collected, as
+// the histogram's count minus the calls that ended otherwise, and the in-flight
+// gauge subtracts the histogram's count from its starts. An ok call then costs
+// two relaxed fetch_adds (a bucket and the sum), not four.
 class FunctionHandles {
  public:
   FunctionHandles(Side side, std::string function, AtomicCounterFamily& calls,
                   InFlightGauge& inFlight, AtomicHistogram& duration);
   void started() const noexcept { inFlight_->started(); }
   void finished(const std::string& status, double seconds);
-  // The hot path: `calls` is calls(status), kept by the caller.
-  void finished(AtomicCounter& calls, std::uint64_t nanos) const noexcept {
-    inFlight_->finished();
-    calls.add(1);
+  // The hot path, in integer nanoseconds: a call that ended ok...
+  void finishedOk(std::uint64_t nanos) const noexcept { duration_->observeNanos(nanos); }
+  // ... or otherwise; `failures` is failures(status), kept by the caller.
+  void finishedNotOk(AtomicCounter& failures, std::uint64_t nanos) const noexcept {
+    failures.add(1);
+    // Publishes the failure before the observation (the histogram's count()
+    // loads acquire): a scrape that sees this call timed sees it failed, and
+    // never counts it as ok.
+    std::atomic_thread_fence(std::memory_order_release);
     duration_->observeNanos(nanos);
   }
-  // The counter of this function's calls ending with `status`; created on first
-  // use (ok, error and timeout exist from the start, at 0). Keep the reference.
-  AtomicCounter& calls(const std::string& status);
+  // The counter of this function's calls ending with `status`, which is not
+  // ok; created on first use (error and timeout exist from the start, at 0).
+  // Keep the reference.
+  AtomicCounter& failures(const std::string& status);
 
  private:
+  // What the computed ok series reads; shared with it (the family may outlive
+  // these handles).
+  struct Tally {
+    const AtomicHistogram* duration;
+    mutable std::mutex mutex;
+    std::vector<const AtomicCounter*> failures;  // guarded by mutex
+    std::uint64_t ok() const;
+  };
+
   const Side side_;
   const std::string function_;
   AtomicCounterFamily& callsFamily_;
   InFlightGauge* inFlight_;
   AtomicHistogram* duration_;
-  AtomicCounter* ok_;
-  AtomicCounter* error_;
-  AtomicCounter* timeout_;
+  std::shared_ptr<Tally> tally_;
+  AtomicCounter* error_ = nullptr;
+  AtomicCounter* timeout_ = nullptr;
 };
 
 struct WorkerInfo {
