@@ -16,6 +16,7 @@ namespace rpcjob {
 namespace {
 
 using runtime::CallStatus;
+using runtime::EventTime;
 
 // The value of the first series of `name` whose labels include `labels`
 // (histograms: the sample count); -1 when there is none.
@@ -49,24 +50,70 @@ TEST(MetricsObserver, PausedCallsRecordNothingAndInFlightStaysBalanced) {
       {"side", "client"}, {"function", "f"}, {"status", "ok"}};
   const std::map<std::string, std::string> client{{"side", "client"}};
 
-  auto recorded = observer.callStarted("f", "w1");
+  auto recorded = observer.callStarted("f", "w1", EventTime());
   EXPECT_EQ(value(m, "rpcjob_rpc_in_flight", client), 1);
   metrics::setRecording(false);
-  auto paused = observer.callStarted("f", "w1");
+  auto paused = observer.callStarted("f", "w1", EventTime());
   EXPECT_EQ(value(m, "rpcjob_rpc_in_flight", client), 1);
-  observer.callFinished("f", "w1", CallStatus::kOk, recorded);  // started recording: counted
+  // started recording: counted
+  observer.callFinished("f", "w1", CallStatus::kOk, recorded, EventTime());
   metrics::setRecording(true);
-  observer.callFinished("f", "w1", CallStatus::kOk, paused);  // started paused: not counted
+  // started paused: not counted
+  observer.callFinished("f", "w1", CallStatus::kOk, paused, EventTime());
   EXPECT_EQ(value(m, "rpcjob_rpc_in_flight", client), 0);
   EXPECT_EQ(value(m, "rpcjob_rpc_calls_total", ok), 1);
   EXPECT_EQ(value(m, "rpcjob_rpc_duration_seconds", {{"side", "client"}, {"function", "f"}}), 1);
 
-  auto served = observer.serverCallStarted("f", "w1");
-  observer.serverCallFinished("f", "w1", CallStatus::kRemoteError, served);
+  auto served = observer.serverCallStarted("f", "w1", EventTime());
+  observer.serverCallFinished("f", "w1", CallStatus::kRemoteError, served, EventTime());
   EXPECT_EQ(value(m, "rpcjob_rpc_calls_total",
                   {{"side", "server"}, {"function", "f"}, {"status", "error"}}),
             1);
   EXPECT_EQ(value(m, "rpcjob_rpc_in_flight", {{"side", "server"}}), 0);
+}
+
+// The sum of the latency histogram's observations, in seconds.
+double durationSum(const metrics::Metrics& m, const std::string& side) {
+  for (const auto& family : m.collect()) {
+    if (family.name != "rpcjob_rpc_duration_seconds") continue;
+    for (const auto& metric : family.metric) {
+      for (const auto& label : metric.label) {
+        if (label.name == "side" && label.value == side) return metric.histogram.sample_sum;
+      }
+    }
+  }
+  return -1;
+}
+
+// Latencies are the differences of the times the runtime hands over (a call's
+// start, a message's arrival), to the nanosecond; a time before the start
+// (never from one steady clock) counts as 0, not as ~584 years.
+TEST(MetricsObserver, LatencyIsTheDifferenceOfTheRuntimesTimes) {
+  metrics::Metrics m;
+  worker::MetricsObserver observer(m.rpc(), {"f"});
+  const auto t0 = EventTime::Clock::now();
+  auto call = observer.callStarted("f", "w1", EventTime(t0));
+  observer.callFinished("f", "w1", CallStatus::kOk, call,
+                        EventTime(t0 + std::chrono::microseconds(2500)));
+  EXPECT_DOUBLE_EQ(durationSum(m, "client"), 0.0025);
+  auto late = observer.callStarted("f", "w1", EventTime(t0));
+  observer.callFinished("f", "w1", CallStatus::kTimeout, late,
+                        EventTime(t0 - std::chrono::seconds(1)));
+  EXPECT_DOUBLE_EQ(durationSum(m, "client"), 0.0025);
+  EXPECT_EQ(value(m, "rpcjob_rpc_calls_total",
+                  {{"side", "client"}, {"function", "f"}, {"status", "timeout"}}),
+            1);
+
+  // The calls of one message share its arrival: the time is read once.
+  const EventTime arrived;
+  auto a = observer.serverCallStarted("f", "w1", arrived);
+  auto b = observer.serverCallStarted("f", "w1", arrived);
+  const auto read = arrived.get();
+  observer.serverCallFinished("f", "w1", CallStatus::kOk, a,
+                              EventTime(read + std::chrono::milliseconds(1)));
+  observer.serverCallFinished("f", "w1", CallStatus::kOk, b,
+                              EventTime(read + std::chrono::milliseconds(3)));
+  EXPECT_DOUBLE_EQ(durationSum(m, "server"), 0.004);
 }
 
 }  // namespace

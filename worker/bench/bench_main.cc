@@ -206,13 +206,18 @@ int main(int argc, char** argv) {
     // Overhead in percent: positive is slower with metrics on.
     const double o50 = (p50[1] / p50[0] - 1) * 100, o99 = (p99[1] / p99[0] - 1) * 100,
                  orate = (rate[0] / rate[1] - 1) * 100;
-    auto pct = [&](const char* key, int i) {  // overhead_pct.<key>[i] of the JSON line
+    // <key>[i] of the JSON line, the first after `section` (the overhead_pct
+    // object: q1, median, q3; overhead_ci95: the median's 95 % interval).
+    auto number = [&](const char* section, const char* key, int i) {
+      const char* from = std::strstr(same.c_str(), section);
       const std::string k = std::string("\"") + key + "\": [";
-      const char* at = std::strstr(same.c_str(), k.c_str());
+      const char* at = from != nullptr ? std::strstr(from, k.c_str()) : nullptr;
       double v[3] = {0, 0, 0};
       if (at != nullptr) std::sscanf(at + k.size(), "%lf, %lf, %lf", &v[0], &v[1], &v[2]);
       return v[i];
     };
+    auto pct = [&](const char* key, int i) { return number("", key, i); };
+    auto ci = [&](const char* key, int i) { return number("\"overhead_ci95\"", key, i); };
     const double sameP50[2] = {pct("small_rtt_p50_us", 0), pct("small_rtt_p50_us", 1)};
     const double sameRate[2] = {pct("async_calls_per_s", 0), pct("async_calls_per_s", 1)};
     if (json) {
@@ -227,15 +232,17 @@ int main(int argc, char** argv) {
                   RPCJOB_VERSION_STRING);
       std::printf(
           "Same processes, recorders paused vs recording, %d rounds (medians; overhead: median\n"
-          "and quartiles of the per-round ratios):\n",
+          "of the per-round ratios, its 95 %% confidence interval, and their quartiles):\n",
           rounds);
-      std::printf("%-28s %12s %12s %10s %18s\n", "measurement", "paused", "recording", "overhead",
-                  "quartiles");
-      std::printf("%-28s %12.2f %12.2f %9.2f%% %8.2f .. %5.2f%%\n", "small call RTT p50 (us)",
-                  sameP50[0], sameP50[1], pct("small_rtt_p50", 1), pct("small_rtt_p50", 0),
+      std::printf("%-28s %10s %10s %9s %17s %17s\n", "measurement", "paused", "recording",
+                  "overhead", "95% CI", "quartiles");
+      std::printf("%-28s %10.2f %10.2f %8.2f%% %7.2f .. %5.2f%% %7.2f .. %5.2f%%\n",
+                  "small call RTT p50 (us)", sameP50[0], sameP50[1], pct("small_rtt_p50", 1),
+                  ci("small_rtt_p50", 0), ci("small_rtt_p50", 1), pct("small_rtt_p50", 0),
                   pct("small_rtt_p50", 2));
-      std::printf("%-28s %12.0f %12.0f %9.2f%% %8.2f .. %5.2f%%\n", "async calls/s, one caller",
-                  sameRate[0], sameRate[1], pct("async_calls", 1), pct("async_calls", 0),
+      std::printf("%-28s %10.0f %10.0f %8.2f%% %7.2f .. %5.2f%% %7.2f .. %5.2f%%\n",
+                  "async calls/s, one caller", sameRate[0], sameRate[1], pct("async_calls", 1),
+                  ci("async_calls", 0), ci("async_calls", 1), pct("async_calls", 0),
                   pct("async_calls", 2));
       std::printf(
           "\nFresh process pairs, metrics absent vs present, best of 3 each (the spread between\n"

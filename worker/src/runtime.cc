@@ -253,6 +253,8 @@ void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
                    onError(error.what());
                    return;
                  }
+                 const EventTime arrived;
+                 msg->arrived = &arrived;
                  if (msg->header.type == wire::MessageType::kBatch) {
                    std::string bad = dispatchBatch(*msg, onMessage);
                    if (!bad.empty()) {
@@ -264,6 +266,7 @@ void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
                  } else {
                    onMessage(*msg);
                  }
+                 msg->arrived = nullptr;
                  readLoop(pipe, std::move(onMessage), std::move(onError));
                });
   });
@@ -277,6 +280,7 @@ std::string RuntimeImpl::dispatchBatch(IncomingMessage& batch,
   if (!batch.tensors.empty()) return "a batch with tensors";
   for (const auto& e : entries) {
     IncomingMessage sub;
+    sub.arrived = batch.arrived;
     bad = wire::decodeHeader(batch.payload.data() + e.headerOffset, e.headerLength, sub.header);
     if (!bad.empty()) return "bad header in a batch: " + bad;
     if (sub.header.type == wire::MessageType::kBatch) return "a batch inside a batch";

@@ -92,10 +92,11 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   Pending pending;
   pending.future = state;
   pending.peer = to;
-  pending.deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
+  const EventTime now;  // read for the deadline; the observer reuses it
+  pending.deadline = timeout.count() > 0 ? now.get() + timeout : Clock::time_point::max();
   if (options_.observer) {
     pending.function = header.function.empty() ? "rpcjob.internal" : header.function;
-    pending.observed = options_.observer->callStarted(pending.function, peerName);
+    pending.observed = options_.observer->callStarted(pending.function, peerName, now);
   }
   uint64_t generation = 0;
   std::shared_ptr<WriteQueue> writes;
@@ -127,7 +128,7 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
     state->fail(refused);
     if (options_.observer) {
       options_.observer->callFinished(pending.function, peerName, statusOf(refused),
-                                      pending.observed);
+                                      pending.observed, EventTime());
     }
     return future;
   }
@@ -151,24 +152,37 @@ void RuntimeImpl::completePending(uint64_t id, IncomingMessage& msg) {
   }
   const std::string& peerName = workers_[pending.peer].name;
   std::exception_ptr error;
+  c10::IValue value;
   if (msg.header.type == wire::MessageType::kError) {
     error = std::make_exception_ptr(RpcError(codeOf(msg.header.errorKind), peerName,
                                              "worker '" + peerName + "': " + msg.header.error));
   } else {
     try {
-      c10::IValue value = decodeValue(msg);
-      if (!msg.events.empty()) {  // CUDA: one per device the value lives on
-        std::lock_guard<std::mutex> lock(pending.future->mu);
-        pending.future->events = std::move(msg.events);
-      }
-      pending.future->complete(std::move(value));
+      value = decodeValue(msg);
     } catch (...) {
       error = std::current_exception();
     }
   }
-  if (error) pending.future->fail(error);
+  // Recorded before the future completes: its callbacks (the caller's code)
+  // are not part of the call's latency, and whoever waits on it finds the call
+  // counted.
   if (options_.observer) {
-    options_.observer->callFinished(pending.function, peerName, statusOf(error), pending.observed);
+    const EventTime unknown;
+    options_.observer->callFinished(pending.function, peerName, statusOf(error), pending.observed,
+                                    msg.arrived != nullptr ? *msg.arrived : unknown);
+  }
+  if (error) {
+    pending.future->fail(error);
+    return;
+  }
+  try {
+    if (!msg.events.empty()) {  // CUDA: one per device the value lives on
+      std::lock_guard<std::mutex> lock(pending.future->mu);
+      pending.future->events = std::move(msg.events);
+    }
+    pending.future->complete(std::move(value));
+  } catch (...) {
+    pending.future->fail(std::current_exception());
   }
 }
 
@@ -195,7 +209,7 @@ void RuntimeImpl::timeoutLoop() {
         RpcError(ErrorCode::kTimeout, peerName, "call to worker '" + peerName + "' timed out")));
     if (options_.observer) {
       options_.observer->callFinished(pending.function, peerName, CallStatus::kTimeout,
-                                      pending.observed);
+                                      pending.observed, EventTime());
     }
     lock.lock();
     if (pending_.empty()) pendingCv_.notify_all();
@@ -231,7 +245,9 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
         replyError(server, h.id, wire::ErrorKind::kBadRequest, e.what());
         return;
       }
-      serveCall(server, h, std::move(args), std::move(msg.events));
+      const EventTime unknown;
+      serveCall(server, h, std::move(args), std::move(msg.events),
+                msg.arrived != nullptr ? *msg.arrived : unknown);
       return;
     }
     case wire::MessageType::kRRefFetch: {
@@ -270,7 +286,8 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
 }
 
 void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wire::Header& header,
-                            c10::IValue args, std::vector<std::shared_ptr<DeviceEvent>> events) {
+                            c10::IValue args, std::vector<std::shared_ptr<DeviceEvent>> events,
+                            const EventTime& arrived) {
   bool remoteCall = header.type == wire::MessageType::kRemoteCall;
   std::shared_ptr<detail::FutureState> owned;
   if (remoteCall) {
@@ -299,7 +316,7 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
       server->callerRank >= 0 ? workers_[server->callerRank] : kUnknownCaller;
   std::optional<Observer::CallToken> observed;
   if (options_.observer) {
-    observed = options_.observer->serverCallStarted(header.function, caller.name);
+    observed = options_.observer->serverCallStarted(header.function, caller.name, arrived);
   }
   serving_++;
   std::vector<c10::IValue> argv = args.toTupleRef().elements().vec();
@@ -386,7 +403,7 @@ void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
     if (options_.observer && !function.empty() && observed) {
       options_.observer->serverCallFinished(
           function, server->callerRank >= 0 ? workers_[server->callerRank].name : "?",
-          statusOf(error), *observed);
+          statusOf(error), *observed, EventTime());
     }
     if (--serving_ == 0) shutdown_->onIdle();
   });

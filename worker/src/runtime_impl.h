@@ -158,7 +158,8 @@ class RuntimeImpl {
   // `events` (CUDA build): the request's tensors are ready once they occurred;
   // the function runs with its current streams waiting on them.
   void serveCall(const std::shared_ptr<ServerPipe>& server, const wire::Header& header,
-                 c10::IValue args, std::vector<std::shared_ptr<DeviceEvent>> events = {});
+                 c10::IValue args, std::vector<std::shared_ptr<DeviceEvent>> events,
+                 const EventTime& arrived);
   void reply(const std::shared_ptr<ServerPipe>& server, uint64_t id, const Future& result,
              const std::string& function, std::optional<Observer::CallToken> observed);
   void replyError(const std::shared_ptr<ServerPipe>& server, uint64_t id, wire::ErrorKind kind,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "header_codec.h"
+#include "rpcjob/runtime/observer.h"
 
 namespace tensorpipe {
 class Message;
@@ -57,6 +58,10 @@ struct IncomingMessage {
   std::vector<void*> streams;
   std::vector<int> moveTo;
   std::vector<std::shared_ptr<DeviceEvent>> events;
+  // When the message arrived, for the observer (read at most once per message
+  // read from a pipe; the calls of a batch share it). Set while the message is
+  // dispatched, on the read callback's thread; null elsewhere.
+  const EventTime* arrived = nullptr;
 };
 
 // Checks the descriptor (header, sizes, tensor metadata) and allocates buffers;

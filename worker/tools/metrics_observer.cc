@@ -4,12 +4,9 @@
 
 #include <rpcjob/metrics/recording.h>
 #include <rpcjob/metrics/rpc_metrics.h>
-#include <rpcjob/metrics/tick_clock.h>
 
 namespace rpcjob::worker {
 namespace {
-
-namespace tick_clock = metrics::tick_clock;
 
 double seconds(std::chrono::nanoseconds d) {
   return std::chrono::duration<double>(d).count();
@@ -78,7 +75,7 @@ metrics::AtomicCounter& MetricsObserver::Side::failures(runtime::CallStatus stat
 
 MetricsObserver::MetricsObserver(metrics::RpcMetrics& rpc,
                                  const std::vector<std::string>& functions)
-    : rpc_(rpc), id_(gNextObserverId.fetch_add(1)), nanosPerTick_(tick_clock::nanosPerTick()) {
+    : rpc_(rpc), id_(gNextObserverId.fetch_add(1)) {
   auto table = std::make_unique<Table>();
   for (const auto& f : functions) {
     if (table->count(f)) continue;
@@ -130,8 +127,20 @@ MetricsObserver::Function& MetricsObserver::add(const std::string& name) {
   return *functions_.back();
 }
 
-void MetricsObserver::finish(Side& side, runtime::CallStatus status, CallToken token) noexcept {
-  const std::uint64_t nanos = tick_clock::nanos(token.start, tick_clock::now(), nanosPerTick_);
+namespace {
+
+// Steady-clock nanoseconds since its epoch (a CallToken's start).
+std::uint64_t ticks(const runtime::EventTime& time) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(time.get().time_since_epoch()).count());
+}
+
+}  // namespace
+
+void MetricsObserver::finish(Side& side, runtime::CallStatus status, CallToken token,
+                             const runtime::EventTime& now) noexcept {
+  const std::uint64_t end = ticks(now);
+  const std::uint64_t nanos = end > token.start ? end - token.start : 0;
   if (status == runtime::CallStatus::kOk) {
     side.handles->finishedOk(nanos);
   } else {
@@ -140,33 +149,37 @@ void MetricsObserver::finish(Side& side, runtime::CallStatus status, CallToken t
 }
 
 runtime::Observer::CallToken MetricsObserver::callStarted(const std::string& function,
-                                                          const std::string&) {
+                                                          const std::string&,
+                                                          const runtime::EventTime& now) {
   if (!metrics::recording()) return {&kNotRecorded, 0};
   Side& side = this->function(function).client;
   side.handles->started();
-  return {&side, tick_clock::now()};
+  return {&side, ticks(now)};
 }
 
 void MetricsObserver::callFinished(const std::string& function, const std::string&,
-                                   runtime::CallStatus status, CallToken token) {
+                                   runtime::CallStatus status, CallToken token,
+                                   const runtime::EventTime& now) {
   if (token.handle == &kNotRecorded) return;
   auto* side = static_cast<Side*>(const_cast<void*>(token.handle));
-  finish(side != nullptr ? *side : this->function(function).client, status, token);
+  finish(side != nullptr ? *side : this->function(function).client, status, token, now);
 }
 
 runtime::Observer::CallToken MetricsObserver::serverCallStarted(const std::string& function,
-                                                                const std::string&) {
+                                                                const std::string&,
+                                                                const runtime::EventTime& arrived) {
   if (!metrics::recording()) return {&kNotRecorded, 0};
   Side& side = this->function(function).server;
   side.handles->started();
-  return {&side, tick_clock::now()};
+  return {&side, ticks(arrived)};
 }
 
 void MetricsObserver::serverCallFinished(const std::string& function, const std::string&,
-                                         runtime::CallStatus status, CallToken token) {
+                                         runtime::CallStatus status, CallToken token,
+                                         const runtime::EventTime& now) {
   if (token.handle == &kNotRecorded) return;
   auto* side = static_cast<Side*>(const_cast<void*>(token.handle));
-  finish(side != nullptr ? *side : this->function(function).server, status, token);
+  finish(side != nullptr ? *side : this->function(function).server, status, token, now);
 }
 
 void MetricsObserver::pipeOpened(const std::string& peer, std::chrono::nanoseconds handshake) {

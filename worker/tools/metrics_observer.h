@@ -6,11 +6,14 @@
 // Hot path (per call and side): *Started finds the function's handles -- a
 // per-thread one-entry cache compared by name, else a lock-free read of the
 // current snapshot of the table (one atomic load and a hash lookup) -- counts
-// the start and returns the handles and a TSC start time in the CallToken;
-// *Finished takes both back from the token (no lookup, no clock but one TSC
-// read) and, for an ok call, two relaxed fetch_adds (a histogram bucket and its
-// sum; the histogram's count is the calls counter and the in-flight gauge's
-// finished count, see rpc_metrics.h), three otherwise.
+// the start and returns the handles and the start time in the CallToken;
+// *Finished takes both back from the token (no lookup) and, for an ok call,
+// does two relaxed fetch_adds (a histogram bucket and its sum; the histogram's
+// count is the calls counter and the in-flight gauge's finished count, see
+// rpc_metrics.h), three otherwise. Times are the runtime's EventTimes
+// (observer.h): a client call's start is the time its deadline was computed
+// from, and the calls that arrived in one message share one clock read, so a
+// burst of async calls costs no clock read per call but at the server's end.
 // The first call of a function name takes a lock and publishes a new immutable
 // snapshot. The set of names is bounded by the functions this worker calls and
 // serves (the runtime reports served calls only for registered functions).
@@ -47,12 +50,16 @@ class MetricsObserver : public runtime::Observer {
   MetricsObserver(metrics::RpcMetrics& rpc, const std::vector<std::string>& functions = {});
   ~MetricsObserver() override;
 
-  CallToken callStarted(const std::string& function, const std::string& peer) override;
+  CallToken callStarted(const std::string& function, const std::string& peer,
+                        const runtime::EventTime& now) override;
   void callFinished(const std::string& function, const std::string& peer,
-                    runtime::CallStatus status, CallToken token) override;
-  CallToken serverCallStarted(const std::string& function, const std::string& peer) override;
+                    runtime::CallStatus status, CallToken token,
+                    const runtime::EventTime& now) override;
+  CallToken serverCallStarted(const std::string& function, const std::string& peer,
+                              const runtime::EventTime& arrived) override;
   void serverCallFinished(const std::string& function, const std::string& peer,
-                          runtime::CallStatus status, CallToken token) override;
+                          runtime::CallStatus status, CallToken token,
+                          const runtime::EventTime& now) override;
   void pipeOpened(const std::string& peer, std::chrono::nanoseconds handshake) override;
   void channelSelected(const std::string& peer, const std::string& localDevice,
                        const std::string& remoteDevice, const std::string& channel) override;
@@ -76,11 +83,11 @@ class MetricsObserver : public runtime::Observer {
 
   Function& function(const std::string& name);
   Function& add(const std::string& name);
-  void finish(Side& side, runtime::CallStatus status, CallToken token) noexcept;
+  void finish(Side& side, runtime::CallStatus status, CallToken token,
+              const runtime::EventTime& now) noexcept;
 
   metrics::RpcMetrics& rpc_;
   const std::uint64_t id_;  // tells this observer's entries in the per-thread cache apart
-  const double nanosPerTick_;
   std::atomic<const Table*> table_;
   std::mutex mu_;                                     // writers of table_
   std::vector<std::unique_ptr<Table>> tables_;        // every snapshot, freed with this object

@@ -2,6 +2,8 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -16,6 +18,21 @@ constexpr const char* kRecording = "rpcjob.bench.recording";
 void setRecording(runtime::Runtime& rt, const std::string& peer, bool on) {
   rt.rpcSync(peer, kRecording, {on});
   metrics::setRecording(on);
+}
+
+// The 95 % confidence interval of the median of `v`: the order statistics of
+// ranks n/2 -+ 1.96 sqrt(n)/2 (1-based), which hold the median with 95 %
+// probability whatever the distribution (normal approximation of the binomial).
+void medianCi95(std::vector<double> v, double out[2]) {
+  if (v.empty()) return;
+  std::sort(v.begin(), v.end());
+  const double n = static_cast<double>(v.size());
+  const double half = 1.96 * std::sqrt(n) / 2;
+  const auto rank = [&](double r) {  // 1-based rank, clamped, to 0-based index
+    return static_cast<std::size_t>(std::clamp(r, 1.0, n)) - 1;
+  };
+  out[0] = v[rank(std::floor(n / 2 - half))];
+  out[1] = v[rank(std::ceil(n / 2 + 1 + half))];
 }
 
 }  // namespace
@@ -62,18 +79,23 @@ MetricsOverhead measureMetricsOverhead(runtime::Runtime& rt, const std::string& 
     m.p50OverheadPct[i] = percentile(p50Ratio, qs[i]);
     m.asyncOverheadPct[i] = percentile(rateRatio, qs[i]);
   }
+  medianCi95(p50Ratio, m.p50OverheadCi95);
+  medianCi95(rateRatio, m.asyncOverheadCi95);
   return m;
 }
 
 std::string toJson(const MetricsOverhead& m) {
-  char out[512];
+  char out[640];
   std::snprintf(out, sizeof(out),
                 "{\"rounds\": %d, \"small_rtt_p50_us\": [%.3f, %.3f], \"async_calls_per_s\": "
                 "[%.0f, %.0f], \"overhead_pct\": {\"small_rtt_p50\": [%.2f, %.2f, %.2f], "
-                "\"async_calls\": [%.2f, %.2f, %.2f]}}",
+                "\"async_calls\": [%.2f, %.2f, %.2f]}, \"overhead_ci95\": {\"small_rtt_p50\": "
+                "[%.2f, %.2f], \"async_calls\": [%.2f, %.2f]}}",
                 m.rounds, m.smallRttP50Us[0], m.smallRttP50Us[1], m.asyncCallsPerS[0],
                 m.asyncCallsPerS[1], m.p50OverheadPct[0], m.p50OverheadPct[1], m.p50OverheadPct[2],
-                m.asyncOverheadPct[0], m.asyncOverheadPct[1], m.asyncOverheadPct[2]);
+                m.asyncOverheadPct[0], m.asyncOverheadPct[1], m.asyncOverheadPct[2],
+                m.p50OverheadCi95[0], m.p50OverheadCi95[1], m.asyncOverheadCi95[0],
+                m.asyncOverheadCi95[1]);
   return out;
 }
 

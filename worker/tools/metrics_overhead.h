@@ -10,7 +10,8 @@
 // in flight. Short blocks, interleaved, put both states under the same
 // conditions (thread placement and the machine's load drift over seconds). The
 // overhead is the median over rounds of each round's on/off ratio; its
-// quartiles show the spread.
+// quartiles show the spread, and a 95 % confidence interval how well the
+// median is known.
 
 #include <string>
 
@@ -33,6 +34,10 @@ struct MetricsOverhead {
   // per-round ratios.
   double p50OverheadPct[3] = {0, 0, 0};    // q1, median, q3
   double asyncOverheadPct[3] = {0, 0, 0};  // q1, median, q3
+  // How well the median is known: its 95 % confidence interval, from the order
+  // statistics of the per-round ratios (no assumption about their distribution).
+  double p50OverheadCi95[2] = {0, 0};
+  double asyncOverheadCi95[2] = {0, 0};
 };
 
 // Every bench worker: rpcjob.bench.recording(bool) pauses or resumes this
