@@ -17,13 +17,13 @@ namespace rpcjob::runtime {
 enum class CallStatus { kOk, kRemoteError, kUnknownFunction, kTimeout, kConnection, kOther };
 
 // The time of an event, on the steady clock, read when first asked for -- or
-// known already. Reading a clock costs tens of nanoseconds (measured: 50 ns per
-// read and call inside the runtime on the GPU machine, 2 % of the async call
-// rate for each of a call's two reads), so the runtime hands an observer the
-// times it has anyway: a call's start, read for its deadline, and the arrival
-// of an incoming message, read at most once however many calls it carries (a
-// batch of responses or requests). An observer that records nothing (or is
-// paused) never asks, and no clock is read for it.
+// known already. Reading a clock costs tens of nanoseconds (on the GPU machine
+// each of a client call's two reads cost about 2 % of the async call rate, some
+// 50 ns at 340,000 calls/s; benchmarks/results, sixth run), so the runtime hands
+// an observer the times it has anyway: a call's start, read for its deadline,
+// and the arrival of an incoming message, read at most once however many calls
+// it carries (a batch of responses or requests). An observer that records
+// nothing (or is paused) never asks, and no clock is read for it.
 //
 // Not thread-safe: valid only during the observer call it is passed to, on
 // that call's thread.
