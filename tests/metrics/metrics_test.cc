@@ -204,6 +204,24 @@ TEST(RpcMetrics, ComputedOkCountUnderConcurrentCalls) {
   EXPECT_THROW(handles.failures(status::kOk), std::invalid_argument);
 }
 
+// Counters of one label set are written by different threads: no two share a
+// cache line.
+TEST(AtomicCounter, EachOnACacheLineOfItsOwn) {
+  Metrics m;
+  auto& handles = m.channels().transport("uv", "w1");
+  const AtomicCounter* counters[] = {handles.connections, handles.bytesSent, handles.bytesReceived,
+                                     handles.errors};
+  for (const AtomicCounter* a : counters) {
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a) % 64, 0u);
+    for (const AtomicCounter* b : counters) {
+      if (a != b) {
+        EXPECT_NE(reinterpret_cast<std::uintptr_t>(a) / 64,
+                  reinterpret_cast<std::uintptr_t>(b) / 64);
+      }
+    }
+  }
+}
+
 TEST(ChannelMetrics, HandlesAreCachedPerLabelSet) {
   Metrics m({true, {{"rpcjob_job", "j"}, {"worker", "w0"}}});
   TransferLabels labels{"cma", Direction::kSend, "w1", "cpu", "cpu"};

@@ -26,6 +26,10 @@ namespace rpcjob {
 namespace metrics {
 
 // Thread safety: add() is lock-free and may be called from any thread.
+// Each counter has a cache line of its own: counters of one label set are
+// written by different threads (a transport's bytes sent by the thread that
+// issues a write, its bytes received by the transport's loop), and neighbours
+// on one line would make every add wait for the line to move between cores.
 class AtomicCounter {
  public:
   void add(std::uint64_t n = 1) noexcept { value_.fetch_add(n, std::memory_order_relaxed); }
@@ -34,7 +38,7 @@ class AtomicCounter {
   static constexpr prometheus::MetricType kType = prometheus::MetricType::Counter;
 
  private:
-  std::atomic<std::uint64_t> value_{0};
+  alignas(64) std::atomic<std::uint64_t> value_{0};
 };
 
 // A histogram of durations. Thread safety: observe() and observeNanos() are
