@@ -61,6 +61,11 @@ class Counts {
     }
   }
 
+  // The peer's handles once the connection knows its peer, else null.
+  const metrics::TransportHandles* bound() const noexcept {
+    return bound_.load(std::memory_order_acquire);
+  }
+
   void setId(const std::string& id) {
     std::string contextId;
     {
@@ -141,6 +146,16 @@ class InstrumentedConnection final : public tensorpipe::transport::Connection {
 
   void read(tensorpipe::AbstractNopHolder& object, read_nop_callback_fn fn) override {
     if (!metrics::recording()) return inner_->read(object, std::move(fn));
+    // Once bound, the callback needs only the peer's handles, which live as
+    // long as the metrics (longer than any TensorPipe context): no reference
+    // to the connection's counts, whose count updates cost two atomic adds.
+    if (const auto* handles = counts_->bound()) {
+      inner_->read(object, [handles, &object, fn{std::move(fn)}](const Error& error) {
+        error ? handles->errors->add(1) : handles->bytesReceived->add(object.getSize());
+        fn(error);
+      });
+      return;
+    }
     inner_->read(object, [counts{counts_}, &object, fn{std::move(fn)}](const Error& error) {
       error ? counts->error() : counts->received(object.getSize());
       fn(error);
