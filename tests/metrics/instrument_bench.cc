@@ -100,6 +100,17 @@ double nsPerSend(tensorpipe::channel::Channel& channel, int n) {
   return std::chrono::duration<double, std::nano>(elapsed).count() / done;
 }
 
+// Warms both up, measures both, prints plain -> decorated (+ the difference).
+template <typename T>
+void printCost(const char* what, T& plain, T& decorated, double (*nsPerOp)(T&, int), int n) {
+  nsPerOp(plain, n / 10);
+  nsPerOp(decorated, n / 10);
+  const double plainNs = nsPerOp(plain, n);
+  const double decoratedNs = nsPerOp(decorated, n);
+  std::printf("decorator cost per %s: %.1f ns -> %.1f ns (+%.1f ns)\n", what, plainNs, decoratedNs,
+              decoratedNs - plainNs);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -145,14 +156,7 @@ int main(int argc, char** argv) {
   auto wrapped = instrumented->createChannel({}, tensorpipe::channel::Endpoint::kConnect);
   wrapped->setId("client_to_server.ch_basic");
   const int n = 2000000;
-  nsPerSend(*plain, n / 10);
-  nsPerSend(*wrapped, n / 10);
-  const double plainNs = nsPerSend(*plain, n);
-  const double wrappedNs = nsPerSend(*wrapped, n);
-  std::printf(
-      "decorator cost per transfer (channel completing at once): %.1f ns -> %.1f ns "
-      "(+%.1f ns)\n",
-      plainNs, wrappedNs, wrappedNs - plainNs);
+  printCost("transfer (channel completing at once)", *plain, *wrapped, nsPerSend, n);
 
   auto plainConnection = ImmediateTransport().connect("");
   auto instrumentedTransport =
@@ -160,21 +164,9 @@ int main(int argc, char** argv) {
   instrumentedTransport->setId("client.tr_shm");
   auto wrappedConnection = instrumentedTransport->connect("");
   wrappedConnection->setId("client_to_server.tr_shm");
-  nsPerWriteRead(*plainConnection, n / 10);
-  nsPerWriteRead(*wrappedConnection, n / 10);
-  const double plainOpNs = nsPerWriteRead(*plainConnection, n);
-  const double wrappedOpNs = nsPerWriteRead(*wrappedConnection, n);
-  std::printf(
-      "decorator cost per transport read or write (connection completing at once): %.1f ns -> "
-      "%.1f ns (+%.1f ns)\n",
-      plainOpNs, wrappedOpNs, wrappedOpNs - plainOpNs);
-  nsPerNopWriteRead(*plainConnection, n / 10);
-  nsPerNopWriteRead(*wrappedConnection, n / 10);
-  const double plainNopNs = nsPerNopWriteRead(*plainConnection, n);
-  const double wrappedNopNs = nsPerNopWriteRead(*wrappedConnection, n);
-  std::printf(
-      "decorator cost per descriptor-shaped (nop object) read or write: %.1f ns -> %.1f ns "
-      "(+%.1f ns)\n",
-      plainNopNs, wrappedNopNs, wrappedNopNs - plainNopNs);
+  printCost("transport read or write (connection completing at once)", *plainConnection,
+            *wrappedConnection, nsPerWriteRead, n);
+  printCost("descriptor-shaped (nop object) read or write", *plainConnection, *wrappedConnection,
+            nsPerNopWriteRead, n);
   return 0;
 }
