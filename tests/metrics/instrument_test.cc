@@ -330,11 +330,21 @@ TEST(Transport, CountsWhenIssuedAndErrorsOnFailedReads) {
   EXPECT_EQ(value(m, "rpcjob_transport_bytes_total", sent), 30);
   EXPECT_EQ(value(m, "rpcjob_transport_bytes_total", received), 12);
 
+  // A descriptor (nop object) is counted when read, from its encoded size.
+  tensorpipe::NopHolder<std::uint64_t> descriptor;
+  auto onNop = [&](const tensorpipe::Error&) { ++callbacks; };
+  connection->read(descriptor, onNop);
+  EXPECT_EQ(value(m, "rpcjob_transport_bytes_total", received),
+            12 + static_cast<double>(descriptor.getSize()));
+
   inner->connection->fail = true;
   connection->read(onRead);
   EXPECT_EQ(value(m, "rpcjob_transport_errors_total", errors), 1);
-  EXPECT_EQ(value(m, "rpcjob_transport_bytes_total", received), 12);
-  EXPECT_EQ(callbacks, 8);
+  connection->read(descriptor, onNop);
+  EXPECT_EQ(value(m, "rpcjob_transport_errors_total", errors), 2);
+  EXPECT_EQ(value(m, "rpcjob_transport_bytes_total", received),
+            12 + static_cast<double>(descriptor.getSize()));
+  EXPECT_EQ(callbacks, 10);
 }
 
 // Paused, the channel decorator forwards: the transfer happens, nothing is counted.
@@ -355,6 +365,49 @@ TEST(Recording, PausedChannelRecordsNothing) {
   EXPECT_EQ(value(m, "rpcjob_channel_transfers_total",
                   {{"channel", "basic"}, {"direction", "send"}, {"peer", "w1"}}),
             1);
+}
+
+// Each recorder pauses on its own (rpcjob-bench --metrics --recorders): a
+// channel records while the others are paused, and not while it is.
+TEST(Recording, RecordersPauseOneAtATime) {
+  using metrics::Recorder;
+  metrics::Metrics m;
+  auto context =
+      instrument::instrumentChannel("basic", std::make_shared<ImmediateContext>(), m.channels());
+  context->setId("w0.ch_basic");
+  auto channel = context->createChannel({}, tensorpipe::channel::Endpoint::kConnect);
+  channel->setId("w0_to_w1.ch_basic");
+  auto transports =
+      instrument::instrumentTransport("shm", std::make_shared<ImmediateTransport>(), m.channels());
+  transports->setId("w0.tr_shm");
+  auto connection = transports->connect("");
+  connection->setId("w0_to_w1.tr_shm");
+  std::uint64_t data = 0;
+  auto send = [&] {
+    channel->send(tensorpipe::CpuBuffer{&data}, 8, [](const tensorpipe::Error&) {});
+  };
+  auto write = [&] { connection->write(&data, 8, [](const tensorpipe::Error&) {}); };
+  const std::map<std::string, std::string> transfers{
+      {"channel", "basic"}, {"direction", "send"}, {"peer", "w1"}};
+  const std::map<std::string, std::string> sent{
+      {"transport", "shm"}, {"direction", "send"}, {"peer", "w1"}};
+
+  metrics::setRecording(metrics::kAllRecorders & ~static_cast<unsigned>(Recorder::kObserver));
+  send();
+  write();
+  EXPECT_EQ(value(m, "rpcjob_channel_transfers_total", transfers), 1);
+  EXPECT_EQ(value(m, "rpcjob_transport_bytes_total", sent), 8);
+  metrics::setRecording(static_cast<unsigned>(Recorder::kTransports));
+  send();
+  write();
+  EXPECT_EQ(value(m, "rpcjob_channel_transfers_total", transfers), 1);
+  EXPECT_EQ(value(m, "rpcjob_transport_bytes_total", sent), 16);
+  metrics::setRecording(static_cast<unsigned>(Recorder::kChannels));
+  send();
+  write();
+  metrics::setRecording(true);
+  EXPECT_EQ(value(m, "rpcjob_channel_transfers_total", transfers), 2);
+  EXPECT_EQ(value(m, "rpcjob_transport_bytes_total", sent), 16);
 }
 
 }  // namespace

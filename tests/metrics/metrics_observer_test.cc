@@ -72,6 +72,23 @@ TEST(MetricsObserver, PausedCallsRecordNothingAndInFlightStaysBalanced) {
   EXPECT_EQ(value(m, "rpcjob_rpc_in_flight", {{"side", "server"}}), 0);
 }
 
+// The observer pauses with its own recorder, not with the decorators'.
+TEST(MetricsObserver, PausesWithItsOwnRecorderOnly) {
+  metrics::Metrics m;
+  worker::MetricsObserver observer(m.rpc(), {"f"});
+  const std::map<std::string, std::string> ok{
+      {"side", "client"}, {"function", "f"}, {"status", "ok"}};
+  metrics::setRecording(static_cast<unsigned>(metrics::Recorder::kObserver));
+  observer.callFinished("f", "w1", CallStatus::kOk, observer.callStarted("f", "w1", EventTime()),
+                        EventTime());
+  metrics::setRecording(metrics::kAllRecorders &
+                        ~static_cast<unsigned>(metrics::Recorder::kObserver));
+  observer.callFinished("f", "w1", CallStatus::kOk, observer.callStarted("f", "w1", EventTime()),
+                        EventTime());
+  metrics::setRecording(true);
+  EXPECT_EQ(value(m, "rpcjob_rpc_calls_total", ok), 1);
+}
+
 // The sum of the latency histogram's observations, in seconds.
 double durationSum(const metrics::Metrics& m, const std::string& side) {
   for (const auto& family : m.collect()) {

@@ -16,6 +16,7 @@
 #include "rpcjob/metrics/http_server.h"
 #include "rpcjob/metrics/metrics.h"
 #include "rpcjob/metrics/names.h"
+#include "rpcjob/metrics/recording.h"
 #include "rpcjob/metrics/rpc_metrics.h"
 
 namespace rpcjob {
@@ -219,6 +220,22 @@ TEST(AtomicCounter, EachOnACacheLineOfItsOwn) {
                   reinterpret_cast<std::uintptr_t>(b) / 64);
       }
     }
+  }
+}
+
+TEST(Recording, RecorderListsParse) {
+  unsigned mask = 99;
+  ASSERT_TRUE(parseRecorders("observer", mask));
+  EXPECT_EQ(mask, static_cast<unsigned>(Recorder::kObserver));
+  ASSERT_TRUE(parseRecorders("transports,channels", mask));
+  EXPECT_EQ(mask, static_cast<unsigned>(Recorder::kTransports) |
+                      static_cast<unsigned>(Recorder::kChannels));
+  ASSERT_TRUE(parseRecorders("all", mask));
+  EXPECT_EQ(mask, kAllRecorders);
+  mask = 99;
+  for (const char* bad : {"", "observer,", ",observer", "observers", "observer,,channels"}) {
+    EXPECT_FALSE(parseRecorders(bad, mask)) << bad;
+    EXPECT_EQ(mask, 99u) << bad;  // untouched
   }
 }
 

@@ -2,13 +2,16 @@
 // serves) over loopback; prints our CPU figures beside PyTorch 2.11's own RPC
 // on the GPU machine (../shared/GPU.md) and the ratio.
 //
-//   rpcjob-bench [--json] [--no-large] [--worker PATH] [--metrics [--rounds N]]
+//   rpcjob-bench [--json] [--no-large] [--worker PATH]
+//                [--metrics [--rounds N] [--recorders observer,channels,transports]]
 //
 // --metrics: the metrics overhead instead (target: < 3 %), two ways.
 //  1. Same processes: both workers with metrics on (RPCJOB_METRICS_FILE set: the
 //     TensorPipe decorators and the RPC observer record, nothing is scraped), the
 //     recorders paused and running in alternating phases, --rounds N (default 100)
 //     rounds (`rpcjob-worker bench --metrics-overhead`, tools/metrics_overhead.h).
+//     --recorders: switch only those (the others record in both states), to see
+//     which costs what; then part 2 is skipped.
 //     The figure to read: fresh processes differ by more than the effect.
 //  2. Fresh process pairs without and with metrics, alternating, best of 3 each:
 //     the end-to-end view, decorators absent vs present, with that spread.
@@ -29,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "rpcjob/metrics/recording.h"
 #include "rpcjob/version.h"
 
 namespace {
@@ -110,6 +114,7 @@ int main(int argc, char** argv) {
   bool json = false;
   bool metricsOverhead = false;
   int rounds = 100;
+  std::string recorders = "all";
   std::string worker = RPCJOB_WORKER_BINARY;
   // Only the pair as configured (the default channels): the per-channel passes
   // of `rpcjob-worker bench` are for its own table.
@@ -128,6 +133,13 @@ int main(int argc, char** argv) {
         std::cerr << "rpcjob-bench: --rounds needs a positive number\n";
         return 2;
       }
+    } else if (arg == "--recorders" && i + 1 < argc) {
+      recorders = argv[++i];
+      unsigned mask = 0;
+      if (!rpcjob::metrics::parseRecorders(recorders, mask)) {
+        std::cerr << "rpcjob-bench: --recorders: a list of observer, channels, transports, all\n";
+        return 2;
+      }
     } else if (arg == "--worker" && i + 1 < argc) {
       worker = argv[++i];
     } else if (arg == "--version") {
@@ -135,7 +147,7 @@ int main(int argc, char** argv) {
       return 0;
     } else {
       std::cerr << "usage: rpcjob-bench [--json] [--no-large] [--worker PATH] [--metrics "
-                   "[--rounds N]]\n";
+                   "[--rounds N] [--recorders observer,channels,transports]]\n";
       return 2;
     }
   }
@@ -179,16 +191,17 @@ int main(int argc, char** argv) {
     // 1. The same two processes, recorders paused and running.
     setenv("RPCJOB_METRICS_FILE", file.c_str(), 1);
     std::string same;
-    const std::vector<std::string> overheadArgs = {"bench", "--metrics-overhead",
-                                                   std::to_string(rounds)};
+    const std::vector<std::string> overheadArgs = {
+        "bench", "--metrics-overhead", std::to_string(rounds), "--recorders", recorders};
     if (!runPair(same, overheadArgs, overheadArgs)) return 1;
     same = same.substr(same.find('{'));
     same = same.substr(0, same.find('\n'));
     // 2. Fresh process pairs, off and on alternating so that drift in the
     // machine's load hits both alike.
     unsetenv("RPCJOB_METRICS_FILE");
+    const bool fresh = recorders == "all";  // fresh pairs compare all or nothing
     double p50[2] = {1e30, 1e30}, p99[2] = {1e30, 1e30}, rate[2] = {0, 0};
-    for (int round = 0; round < 6; ++round) {
+    for (int round = 0; fresh && round < 6; ++round) {
       const int on = round % 2;
       if (on) {
         setenv("RPCJOB_METRICS_FILE", file.c_str(), 1);
@@ -220,7 +233,9 @@ int main(int argc, char** argv) {
     auto ci = [&](const char* key, int i) { return number("\"overhead_ci95\"", key, i); };
     const double sameP50[2] = {pct("small_rtt_p50_us", 0), pct("small_rtt_p50_us", 1)};
     const double sameRate[2] = {pct("async_calls_per_s", 0), pct("async_calls_per_s", 1)};
-    if (json) {
+    if (json && !fresh) {
+      std::printf("{\"same_processes\": %s, \"fresh_processes\": null}\n", same.c_str());
+    } else if (json) {
       std::printf(
           "{\"same_processes\": %s, \"fresh_processes\": {\"small_rtt_p50_us\": [%.2f, %.2f], "
           "\"small_rtt_p99_us\": [%.2f, %.2f], \"async_calls_per_s\": [%.0f, %.0f], "
@@ -231,9 +246,9 @@ int main(int argc, char** argv) {
       std::printf("rpcjob %s, metrics overhead, 2 local processes, small calls\n\n",
                   RPCJOB_VERSION_STRING);
       std::printf(
-          "Same processes, recorders paused vs recording, %d rounds (medians; overhead: median\n"
-          "of the per-round ratios, its 95 %% confidence interval, and their quartiles):\n",
-          rounds);
+          "Same processes, recorders (%s) paused vs recording, %d rounds (medians; overhead:\n"
+          "median of the per-round ratios, its 95 %% confidence interval, and their quartiles):\n",
+          recorders.c_str(), rounds);
       std::printf("%-28s %10s %10s %9s %17s %17s\n", "measurement", "paused", "recording",
                   "overhead", "95% CI", "quartiles");
       std::printf("%-28s %10.2f %10.2f %8.2f%% %7.2f .. %5.2f%% %7.2f .. %5.2f%%\n",
@@ -244,6 +259,8 @@ int main(int argc, char** argv) {
                   "async calls/s, one caller", sameRate[0], sameRate[1], pct("async_calls", 1),
                   ci("async_calls", 0), ci("async_calls", 1), pct("async_calls", 0),
                   pct("async_calls", 2));
+    }
+    if (!json && fresh) {
       std::printf(
           "\nFresh process pairs, metrics absent vs present, best of 3 each (the spread between\n"
           "process pairs, 10-20 %%, is larger than the effect):\n");
@@ -252,6 +269,8 @@ int main(int argc, char** argv) {
       std::printf("%-28s %12.2f %12.2f %9.2f%%\n", "small call RTT p99 (us)", p99[0], p99[1], o99);
       std::printf("%-28s %12.0f %12.0f %9.2f%%\n", "async calls/s, one caller", rate[0], rate[1],
                   orate);
+    }
+    if (!json) {
       std::printf("(target: under 3 %% on p50 and async calls/s; positive: slower with metrics)\n");
     }
     return 0;

@@ -151,7 +151,7 @@ void MetricsObserver::finish(Side& side, runtime::CallStatus status, CallToken t
 runtime::Observer::CallToken MetricsObserver::callStarted(const std::string& function,
                                                           const std::string&,
                                                           const runtime::EventTime& now) {
-  if (!metrics::recording()) return {&kNotRecorded, 0};
+  if (!metrics::recording(metrics::Recorder::kObserver)) return {&kNotRecorded, 0};
   Side& side = this->function(function).client;
   side.handles->started();
   return {&side, ticks(now)};
@@ -168,7 +168,7 @@ void MetricsObserver::callFinished(const std::string& function, const std::strin
 runtime::Observer::CallToken MetricsObserver::serverCallStarted(const std::string& function,
                                                                 const std::string&,
                                                                 const runtime::EventTime& arrived) {
-  if (!metrics::recording()) return {&kNotRecorded, 0};
+  if (!metrics::recording(metrics::Recorder::kObserver)) return {&kNotRecorded, 0};
   Side& side = this->function(function).server;
   side.handles->started();
   return {&side, ticks(arrived)};

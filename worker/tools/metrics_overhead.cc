@@ -15,9 +15,10 @@ namespace {
 
 constexpr const char* kRecording = "rpcjob.bench.recording";
 
-void setRecording(runtime::Runtime& rt, const std::string& peer, bool on) {
-  rt.rpcSync(peer, kRecording, {on});
-  metrics::setRecording(on);
+// The recorders in `mask` record, here and in `peer`; the others are paused.
+void setRecording(runtime::Runtime& rt, const std::string& peer, unsigned mask) {
+  rt.rpcSync(peer, kRecording, {static_cast<int64_t>(mask)});
+  metrics::setRecording(mask);
 }
 
 // The 95 % confidence interval of the median of `v`: the order statistics of
@@ -39,15 +40,17 @@ void medianCi95(std::vector<double> v, double out[2]) {
 
 void registerRecordingSwitch(runtime::Runtime& rt) {
   rt.registerFunction(kRecording, [](const runtime::CallInfo&, std::vector<c10::IValue> args) {
-    metrics::setRecording(args.at(0).toBool());
+    metrics::setRecording(static_cast<unsigned>(args.at(0).toInt()));
     return c10::IValue();
   });
 }
 
 MetricsOverhead measureMetricsOverhead(runtime::Runtime& rt, const std::string& peer,
                                        const OverheadConfig& config) {
+  // [0]: the recorders under test paused, the others recording; [1]: all.
+  const unsigned masks[2] = {metrics::kAllRecorders & ~config.recorders, metrics::kAllRecorders};
   for (int on = 0; on < 2; ++on) {  // warm-up of both states
-    setRecording(rt, peer, on == 1);
+    setRecording(rt, peer, masks[on]);
     smallCallRtts(rt, peer, config.syncBlock);
     asyncCallRate(rt, peer, config.asyncShot);
   }
@@ -56,7 +59,7 @@ MetricsOverhead measureMetricsOverhead(runtime::Runtime& rt, const std::string& 
     double blockP50[2], shotRate[2];
     for (int k = 0; k < 2; ++k) {
       const int on = (round + k) % 2;
-      setRecording(rt, peer, on == 1);
+      setRecording(rt, peer, masks[on]);
       blockP50[on] = percentile(smallCallRtts(rt, peer, config.syncBlock), 0.5);
       shotRate[on] = asyncCallRate(rt, peer, config.asyncShot);
     }
@@ -67,9 +70,10 @@ MetricsOverhead measureMetricsOverhead(runtime::Runtime& rt, const std::string& 
     p50Ratio.push_back((blockP50[1] / blockP50[0] - 1) * 100);
     rateRatio.push_back((shotRate[0] / shotRate[1] - 1) * 100);
   }
-  setRecording(rt, peer, true);
+  setRecording(rt, peer, metrics::kAllRecorders);
   MetricsOverhead m;
   m.rounds = config.rounds;
+  m.recorders = config.recorders;
   for (int on = 0; on < 2; ++on) {
     m.smallRttP50Us[on] = percentile(p50[on], 0.5);
     m.asyncCallsPerS[on] = percentile(rate[on], 0.5);
@@ -87,11 +91,12 @@ MetricsOverhead measureMetricsOverhead(runtime::Runtime& rt, const std::string& 
 std::string toJson(const MetricsOverhead& m) {
   char out[640];
   std::snprintf(out, sizeof(out),
-                "{\"rounds\": %d, \"small_rtt_p50_us\": [%.3f, %.3f], \"async_calls_per_s\": "
+                "{\"rounds\": %d, \"recorders\": %u, \"small_rtt_p50_us\": [%.3f, %.3f], "
+                "\"async_calls_per_s\": "
                 "[%.0f, %.0f], \"overhead_pct\": {\"small_rtt_p50\": [%.2f, %.2f, %.2f], "
                 "\"async_calls\": [%.2f, %.2f, %.2f]}, \"overhead_ci95\": {\"small_rtt_p50\": "
                 "[%.2f, %.2f], \"async_calls\": [%.2f, %.2f]}}",
-                m.rounds, m.smallRttP50Us[0], m.smallRttP50Us[1], m.asyncCallsPerS[0],
+                m.rounds, m.recorders, m.smallRttP50Us[0], m.smallRttP50Us[1], m.asyncCallsPerS[0],
                 m.asyncCallsPerS[1], m.p50OverheadPct[0], m.p50OverheadPct[1], m.p50OverheadPct[2],
                 m.asyncOverheadPct[0], m.asyncOverheadPct[1], m.asyncOverheadPct[2],
                 m.p50OverheadCi95[0], m.p50OverheadCi95[1], m.asyncOverheadCi95[0],

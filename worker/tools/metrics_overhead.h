@@ -3,9 +3,9 @@
 // calls, measured in the same two processes (see rpcjob/metrics/recording.h for
 // why not in fresh ones). Both workers run with metrics on; rank 0 drives.
 //
-// N rounds; in each, both states, "off" (recorders paused in both workers) and
-// "on", in alternating order (off-on, on-off, ...). A state is switched in both
-// workers (rpcjob.bench.recording), then measured: the p50 round trip of a block
+// N rounds; in each, both states, "off" (the recorders under test paused in both
+// workers; all of them by default) and "on", in alternating order (off-on, on-off, ...). A state is
+// switched in both workers (rpcjob.bench.recording), then measured: the p50 round trip of a block
 // of `syncBlock` sync calls, and the rate of a shot of `asyncShot` async calls
 // in flight. Short blocks, interleaved, put both states under the same
 // conditions (thread placement and the machine's load drift over seconds). The
@@ -15,18 +15,23 @@
 
 #include <string>
 
+#include "rpcjob/metrics/recording.h"
 #include "rpcjob/runtime/runtime.h"
 
 namespace rpcjob::worker {
 
 struct OverheadConfig {
   int rounds = 100;
+  // The recorders switched (metrics::Recorder bits); the others record in both
+  // states. All by default; one at a time tells which costs what.
+  unsigned recorders = metrics::kAllRecorders;
   int syncBlock = 500;
   int asyncShot = 10000;
 };
 
 struct MetricsOverhead {
   int rounds = 0;
+  unsigned recorders = 0;  // OverheadConfig::recorders
   // Medians over rounds, [0] paused, [1] recording.
   double smallRttP50Us[2] = {0, 0};
   double asyncCallsPerS[2] = {0, 0};
@@ -40,8 +45,9 @@ struct MetricsOverhead {
   double asyncOverheadCi95[2] = {0, 0};
 };
 
-// Every bench worker: rpcjob.bench.recording(bool) pauses or resumes this
-// process's recorders. Registered in bench mode only.
+// Every bench worker: rpcjob.bench.recording(mask) lets the recorders in the
+// mask (metrics::Recorder bits) record in this process and pauses the others.
+// Registered in bench mode only.
 void registerRecordingSwitch(runtime::Runtime& rt);
 
 // Rank 0, against `peer` (which registered the switch).

@@ -5,9 +5,11 @@
 //   rpcjob-worker bench [--json] [--no-large] [--quick] [--ordered] [--channels a,b|auto]
 //                                            rank 0 drives: every pair of workers, over
 //                                            every CPU channel (tools/pair_bench.h)
-//   rpcjob-worker bench --metrics-overhead N  rank 0 against rank 1: small calls with the
-//                                            metrics recorders paused and running, N
-//                                            rounds (tools/metrics_overhead.h)
+//   rpcjob-worker bench --metrics-overhead N [--recorders observer,channels,transports]
+//                                            rank 0 against rank 1: small calls with the
+//                                            metrics recorders (all, or those listed)
+//                                            paused and running, N rounds
+//                                            (tools/metrics_overhead.h)
 //   rpcjob-worker model-split [--iterations N] [--size N]   the seeds' experiment (workloads/)
 //   rpcjob-worker send --bytes N --count K [--device D]   rank 0 sends K tensors of N
 //                                            bytes (on device D, default cpu) to every
@@ -44,6 +46,7 @@ int usage() {
          "       rpcjob-worker bench [--json] [--no-large] [--quick] [--ordered]\n"
          "                           [--channels NAME,...|auto]\n"
          "       rpcjob-worker bench --metrics-overhead ROUNDS\n"
+         "                           [--recorders observer,channels,transports|all]\n"
          "       rpcjob-worker model-split [--iterations N] [--size N]\n"
          "       rpcjob-worker send --bytes N --count K [--device cpu|cuda:N]\n"
          "       common options: [--metrics-port N] [--hold-s N]\n"
@@ -70,6 +73,7 @@ int main(int argc, char** argv) {
   long sendBytes = 1 << 20, sendCount = 10, holdSeconds = 0;
   std::string sendDevice = "cpu";
   int overheadRounds = 0;  // bench --metrics-overhead
+  rpcjob::worker::OverheadConfig overhead;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     try {  // std::stoi and friends throw on "abc" or out-of-range numbers
@@ -91,6 +95,12 @@ int main(int argc, char** argv) {
       } else if (arg == "--metrics-overhead" && i + 1 < argc) {
         overheadRounds = std::stoi(argv[++i]);
         if (overheadRounds < 1) return usage();
+      } else if (arg == "--recorders" && i + 1 < argc) {
+        if (!rpcjob::metrics::parseRecorders(argv[++i], overhead.recorders)) {
+          std::cerr
+              << "rpcjob-worker: --recorders: a list of observer, channels, transports, all\n";
+          return usage();
+        }
       } else if (arg == "--iterations" && i + 1 < argc) {
         split.iterations = std::stoi(argv[++i]);
       } else if (arg == "--size" && i + 1 < argc) {
@@ -184,10 +194,9 @@ int main(int argc, char** argv) {
       if (!metrics)
         throw std::runtime_error("--metrics-overhead needs metrics on (a port or file)");
       if (rt->workers().size() < 2) throw std::runtime_error("--metrics-overhead needs 2 workers");
-      rpcjob::worker::OverheadConfig c;
-      c.rounds = overheadRounds;
+      overhead.rounds = overheadRounds;
       std::cout << rpcjob::worker::toJson(
-                       rpcjob::worker::measureMetricsOverhead(*rt, rt->workers()[1].name, c))
+                       rpcjob::worker::measureMetricsOverhead(*rt, rt->workers()[1].name, overhead))
                 << std::endl;
     } else if (mode == "bench" && rt->self().rank == 0) {
       const auto results = bench->run(*rt);

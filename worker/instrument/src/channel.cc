@@ -53,7 +53,7 @@ class InstrumentedChannel final : public tensorpipe::channel::Channel {
 
   void send(tensorpipe::Buffer buffer, size_t length,
             tensorpipe::channel::TSendCallback callback) override {
-    if (!metrics::recording()) {
+    if (!metrics::recording(metrics::Recorder::kChannels)) {
       inner_->send(std::move(buffer), length, std::move(callback));
       return;
     }
@@ -64,7 +64,7 @@ class InstrumentedChannel final : public tensorpipe::channel::Channel {
 
   void recv(tensorpipe::Buffer buffer, size_t length,
             tensorpipe::channel::TRecvCallback callback) override {
-    if (!metrics::recording()) {
+    if (!metrics::recording(metrics::Recorder::kChannels)) {
       inner_->recv(std::move(buffer), length, std::move(callback));
       return;
     }

@@ -121,7 +121,7 @@ class InstrumentedConnection final : public tensorpipe::transport::Connection {
       : counts_(std::make_shared<Counts>(std::move(shared))), inner_(std::move(inner)) {}
 
   void read(read_callback_fn fn) override {
-    if (!metrics::recording()) return inner_->read(std::move(fn));
+    if (!metrics::recording(metrics::Recorder::kTransports)) return inner_->read(std::move(fn));
     inner_->read(
         [counts{counts_}, fn{std::move(fn)}](const Error& error, const void* ptr, size_t length) {
           error ? counts->error() : counts->received(length);
@@ -135,17 +135,18 @@ class InstrumentedConnection final : public tensorpipe::transport::Connection {
   // these. They complete unless the connection breaks, and a broken connection
   // fails the descriptor read that is always waiting on it, which is counted.
   void read(void* ptr, size_t length, read_callback_fn fn) override {
-    if (metrics::recording()) counts_->received(length);
+    if (metrics::recording(metrics::Recorder::kTransports)) counts_->received(length);
     inner_->read(ptr, length, std::move(fn));
   }
 
   void write(const void* ptr, size_t length, write_callback_fn fn) override {
-    if (metrics::recording()) counts_->sent(length);
+    if (metrics::recording(metrics::Recorder::kTransports)) counts_->sent(length);
     inner_->write(ptr, length, std::move(fn));
   }
 
   void read(tensorpipe::AbstractNopHolder& object, read_nop_callback_fn fn) override {
-    if (!metrics::recording()) return inner_->read(object, std::move(fn));
+    if (!metrics::recording(metrics::Recorder::kTransports))
+      return inner_->read(object, std::move(fn));
     // Once bound, the callback needs only the peer's handles, which live as
     // long as the metrics (longer than any TensorPipe context): no reference
     // to the connection's counts, whose count updates cost two atomic adds.
@@ -163,7 +164,7 @@ class InstrumentedConnection final : public tensorpipe::transport::Connection {
   }
 
   void write(const tensorpipe::AbstractNopHolder& object, write_callback_fn fn) override {
-    if (metrics::recording()) counts_->sent(object.getSize());
+    if (metrics::recording(metrics::Recorder::kTransports)) counts_->sent(object.getSize());
     inner_->write(object, std::move(fn));
   }
 
