@@ -6,7 +6,8 @@
 # (ours beside PyTorch's RPC, same run) and the CPU rpcjob-bench --json.
 # Usage, from the repository root, with .gpudeps carried (made by
 # EXTRA="libtensorpipe-dev libnop-dev" ../shared/tools/gpu-deps.sh):
-#   tests/gpu/run-all.sh [build|test|e2e|bench|all]
+#   tests/gpu/run-all.sh [build|test|e2e|bench|all|metrics]
+# (metrics: the metrics overhead per recorder, after a build; not part of all)
 # Logs go to gpu-logs/ and, packed, to $OUT/logs.tgz (the device tool brings back
 # at most 8 files); $OUT/summary.txt and $OUT/table.md beside it.
 set -uo pipefail
@@ -161,4 +162,14 @@ if [[ $what == all || $what == bench ]]; then
   timeout 120 $B/worker/rpcjob-bench --json >"$L/cpu_bench.json" 2>>"$L/bench.err"
   python3 benchmarks/gpu/table.py "$R" "$L/cpu_bench.json" | tee "$OUT/table.md"
   tail -8 "$L/bench.err"
+fi
+
+# Not part of `all` (about 3 minutes): the metrics overhead in the same two processes,
+# every recorder switched, then one at a time (what each costs; rpcjob-bench --recorders).
+if [[ $what == metrics ]]; then
+  for r in all observer transports channels; do
+    timeout 170 $B/worker/rpcjob-bench --metrics --rounds ${ROUNDS:-200} --recorders $r \
+      2>>"$L/metrics_overhead.err" | tee -a "$L/metrics_overhead.txt" |
+      grep -E "^(Same|small call RTT p50|async calls)" | head -3 | tee -a "$S"
+  done
 fi
