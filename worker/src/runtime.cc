@@ -221,55 +221,63 @@ void RuntimeImpl::onAccepted(std::shared_ptr<tensorpipe::Pipe> pipe) {
 void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
                            std::function<void(IncomingMessage&)> onMessage,
                            std::function<void(const std::string&)> onError) {
-  pipe->readDescriptor([this, pipe, onMessage = std::move(onMessage), onError = std::move(onError)](
-                           const tensorpipe::Error& error,
-                           tensorpipe::Descriptor descriptor) mutable {
-    if (error) {
-      onError(error.what());
-      return;
-    }
-    auto msg = std::make_shared<IncomingMessage>();
-    tensorpipe::Allocation allocation;
-    std::string bad;
-    try {
-      bad = prepareRead(descriptor, *msg, allocation);
-    } catch (const c10::Error& e) {  // out of (device) memory for what the peer announced
-      bad = std::string("cannot allocate the incoming message: ") + e.what_without_backtrace();
-    } catch (const std::exception& e) {
-      bad = std::string("cannot allocate the incoming message: ") + e.what();
-    }
-    if (!bad.empty()) {
-      // A peer that sends what we cannot parse is broken or hostile: drop the pipe
-      // (its pending calls fail) rather than guess where the next message starts.
-      std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
-                << pipe->getRemoteName() << "': " << bad << "\n";
-      onError(bad);
-      return;
-    }
-    pipe->read(std::move(allocation),
-               [this, pipe, msg, onMessage = std::move(onMessage),
-                onError = std::move(onError)](const tensorpipe::Error& error) mutable {
-                 if (error) {
-                   onError(error.what());
-                   return;
-                 }
-                 const EventTime arrived;
-                 msg->arrived = &arrived;
-                 if (msg->header.type == wire::MessageType::kBatch) {
-                   std::string bad = dispatchBatch(*msg, onMessage);
-                   if (!bad.empty()) {
-                     std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
-                               << pipe->getRemoteName() << "': " << bad << "\n";
-                     onError(bad);
-                     return;
-                   }
-                 } else {
-                   onMessage(*msg);
-                 }
-                 msg->arrived = nullptr;
-                 readLoop(pipe, std::move(onMessage), std::move(onError));
-               });
-  });
+  pipe->readDescriptor(
+      [this, pipe, onMessage = std::move(onMessage), onError = std::move(onError)](
+          const tensorpipe::Error& error, tensorpipe::Descriptor descriptor) mutable {
+        if (error) {
+          onError(error.what());
+          return;
+        }
+        auto msg = std::make_shared<IncomingMessage>();
+        tensorpipe::Allocation allocation;
+        std::string bad;
+        try {
+          bad = prepareRead(descriptor, *msg, allocation);
+        } catch (const c10::Error& e) {  // out of (device) memory for what the peer announced
+          bad = std::string("cannot allocate the incoming message: ") + e.what_without_backtrace();
+        } catch (const std::exception& e) {
+          bad = std::string("cannot allocate the incoming message: ") + e.what();
+        }
+        if (!bad.empty()) {
+          // A peer that sends what we cannot parse is broken or hostile: drop the pipe
+          // (its pending calls fail) rather than guess where the next message starts.
+          std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
+                    << pipe->getRemoteName() << "': " << bad << "\n";
+          onError(bad);
+          return;
+        }
+        pipe->read(std::move(allocation),
+                   [this, pipe, msg, onMessage = std::move(onMessage),
+                    onError = std::move(onError)](const tensorpipe::Error& error) mutable {
+                     if (error) {
+                       onError(error.what());
+                       return;
+                     }
+                     std::string bad = dispatch(*msg, onMessage);
+                     if (!bad.empty()) {
+                       std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
+                                 << pipe->getRemoteName() << "': " << bad << "\n";
+                       onError(bad);
+                       return;
+                     }
+                     readLoop(pipe, std::move(onMessage), std::move(onError));
+                   });
+      });
+}
+
+std::string RuntimeImpl::dispatch(IncomingMessage& msg,
+                                  const std::function<void(IncomingMessage&)>& onMessage) {
+  // Read once if an observer asks for it; the calls of a batch share it.
+  const EventTime arrived;
+  msg.arrived = &arrived;
+  std::string bad;
+  if (msg.header.type == wire::MessageType::kBatch) {
+    bad = dispatchBatch(msg, onMessage);
+  } else {
+    onMessage(msg);
+  }
+  msg.arrived = nullptr;
+  return bad;
 }
 
 std::string RuntimeImpl::dispatchBatch(IncomingMessage& batch,

@@ -130,6 +130,11 @@ class RuntimeImpl {
   void readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
                 std::function<void(IncomingMessage&)> onMessage,
                 std::function<void(const std::string&)> onError);
+  // Hands a message just read to onMessage (each message of a batch, in turn),
+  // with its arrival time set (IncomingMessage::arrived); an error string for a
+  // malformed batch.
+  std::string dispatch(IncomingMessage& msg,
+                       const std::function<void(IncomingMessage&)>& onMessage);
   // Splits a kBatch message and hands each message in it to onMessage; an error
   // string for a malformed batch.
   std::string dispatchBatch(IncomingMessage& batch,
