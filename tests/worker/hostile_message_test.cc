@@ -31,6 +31,7 @@
 
 #include "cluster.h"
 #include "header_codec.h"
+#include "memory_limit.h"
 
 namespace rpcjob::testing {
 namespace {
@@ -124,13 +125,17 @@ class HostileMessageTest : public ::testing::Test {
     ASSERT_GE(ours, 0) << std::strerror(errno);
     dup2(fd, STDERR_FILENO);
     close(fd);
+    // w1 reads its message limit from the environment it is forked with.
+    if (!maxMessageBytes_.empty()) setenv("RPCJOB_MAX_MESSAGE_BYTES", maxMessageBytes_.c_str(), 1);
     try {
       cluster_ = std::make_unique<Cluster>(1);
     } catch (...) {
+      unsetenv("RPCJOB_MAX_MESSAGE_BYTES");
       dup2(ours, STDERR_FILENO);
       close(ours);
       throw;
     }
+    unsetenv("RPCJOB_MAX_MESSAGE_BYTES");
     dup2(ours, STDERR_FILENO);
     close(ours);
     // A peer with the plainest transport and channel, both of which w1 offers.
@@ -153,6 +158,15 @@ class HostileMessageTest : public ::testing::Test {
 
   // A call of "identity" on `tensor`, as the driver would send it: the header,
   // then the arguments (a fast payload whose one value references tensor 0).
+  // The size of identityCall's payload (its arguments): part of a message's total.
+  static size_t payloadBytes() {
+    std::vector<char> scratch;
+    wire::FastEncoder args(scratch);
+    args.tuple(1);
+    args.tensorRef(0);
+    return scratch.size();
+  }
+
   tensorpipe::Message identityCall(tensorpipe::Message::Tensor tensor) {
     wire::Header header;
     header.type = wire::MessageType::kCall;
@@ -244,6 +258,7 @@ class HostileMessageTest : public ::testing::Test {
   std::unique_ptr<Cluster> cluster_;
   std::shared_ptr<tensorpipe::Context> context_;
   std::string log_;
+  std::string maxMessageBytes_;  // w1's RPCJOB_MAX_MESSAGE_BYTES; empty: its default
   std::vector<char> payload_;
 };
 
@@ -260,10 +275,52 @@ TEST_F(HostileMessageTest, AWellFormedCallOnTheSamePipeIsAnswered) {
   EXPECT_TRUE(workerStillAnswers());
 }
 
-// 2^38 floats (1 TiB) pass prepareRead's length cap (2^40 bytes) and reach the
-// allocation, which fails: before 57b24f2 the exception went through
-// TensorPipe's loop and terminated the worker.
-TEST_F(HostileMessageTest, ATensorTooLargeToAllocateClosesThePipe) {
+// By default a worker takes no message larger than its memory (or its cgroup's
+// limit): 1 TiB is refused before anything is allocated, on any machine with
+// less, whatever its overcommit policy or sanitizer.
+TEST_F(HostileMessageTest, AMessageLargerThanTheWorkersMemoryClosesThePipe) {
+  const uint64_t bytes = uint64_t{1} << 40;
+  if (runtime::memoryLimitBytes() >= bytes) GTEST_SKIP() << "this machine has 1 TiB or more";
+  ZeroPages zeros(bytes);
+  if (zeros.data() == nullptr) GTEST_SKIP() << "cannot map 1 TiB of address space here";
+  expectRefused(identityCall(tensorEntry(c10::kFloat, {int64_t{1} << 38}, zeros.data(), bytes)),
+                "a message of " + std::to_string(bytes + payloadBytes()) +
+                    " bytes of host memory is over this worker's limit of " +
+                    std::to_string(runtime::memoryLimitBytes()) + " bytes");
+}
+
+// A worker with a limit set (RPCJOB_MAX_MESSAGE_BYTES) refuses what is over it
+// and takes what is not.
+class HostileMessageLimitTest : public HostileMessageTest {
+ protected:
+  HostileMessageLimitTest() { maxMessageBytes_ = std::to_string(kLimit); }
+  static constexpr uint64_t kLimit = 1 << 20;
+};
+
+TEST_F(HostileMessageLimitTest, AMessageOverTheLimitClosesThePipeAndOneUnderItIsAnswered) {
+  std::vector<float> under((kLimit - payloadBytes()) / sizeof(float));
+  Outcome outcome = send(identityCall(tensorEntry(c10::kFloat, {static_cast<int64_t>(under.size())},
+                                                  under.data(), under.size() * sizeof(float))));
+  ASSERT_TRUE(outcome.answer) << "closed: " << outcome.closedWith;
+  EXPECT_EQ(outcome.answer->type, wire::MessageType::kResponse) << outcome.answer->error;
+
+  std::vector<float> over(under.size() + 1);
+  expectRefused(identityCall(tensorEntry(c10::kFloat, {static_cast<int64_t>(over.size())},
+                                         over.data(), over.size() * sizeof(float))),
+                "a message of " + std::to_string(payloadBytes() + over.size() * sizeof(float)) +
+                    " bytes of host memory is over this worker's limit of " +
+                    std::to_string(kLimit) + " bytes");
+}
+
+// Past the limit, 2^38 floats (1 TiB) pass prepareRead's length cap (2^40
+// bytes) and reach the allocation, which fails: before 57b24f2 the exception
+// went through TensorPipe's loop and terminated the worker.
+class HostileMessageNoLimitTest : public HostileMessageTest {
+ protected:
+  HostileMessageNoLimitTest() { maxMessageBytes_ = std::to_string(uint64_t{1} << 42); }
+};
+
+TEST_F(HostileMessageNoLimitTest, ATensorTooLargeToAllocateClosesThePipe) {
   const uint64_t bytes = uint64_t{1} << 40;
   if (!allocationRefused(bytes)) {
     GTEST_SKIP() << "this machine may grant 1 TiB (overcommit_memory=1 or that much memory): "

@@ -1,7 +1,5 @@
 #include "rpcjob/runtime/errors.h"
 
-#include "rpcjob/runtime/options.h"
-
 namespace rpcjob::runtime {
 
 const char* toString(ErrorCode code) {
@@ -26,13 +24,5 @@ const char* toString(ErrorCode code) {
 
 RpcError::RpcError(ErrorCode code, std::string worker, const std::string& message)
     : std::runtime_error(message), code_(code), worker_(std::move(worker)) {}
-
-RuntimeOptions optionsFromAssignment(const Assignment& assignment, const std::string& worker) {
-  RuntimeOptions options;
-  options.transports = assignment.transports;
-  options.channels = assignment.channels;
-  if (const WorkerEntry* entry = assignment.byName(worker)) options.deviceMaps = entry->deviceMaps;
-  return options;
-}
 
 }  // namespace rpcjob::runtime

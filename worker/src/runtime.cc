@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "channel_selection.h"
+#include "memory_limit.h"
 #include "rpcjob/assignment/environment.h"
 #include "runtime_impl.h"
 #include "shutdown.h"
@@ -90,6 +91,7 @@ RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::strin
   selfRank_ = it->second;
   failedPipes_.resize(workers_.size());
   if (options_.deviceMaps.empty()) options_.deviceMaps = assignment_.workers[selfRank_].deviceMaps;
+  maxMessageBytes_ = options_.maxMessageBytes > 0 ? options_.maxMessageBytes : memoryLimitBytes();
   pool_ = std::make_shared<ThreadPool>(options_.poolThreads);
   rrefs_ = std::make_unique<RRefContext>();
   shutdown_ = std::make_unique<ShutdownCoordinator>(*this);
@@ -232,7 +234,7 @@ void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
         tensorpipe::Allocation allocation;
         std::string bad;
         try {
-          bad = prepareRead(descriptor, *msg, allocation);
+          bad = prepareRead(descriptor, *msg, allocation, maxMessageBytes_);
         } catch (const c10::Error& e) {  // out of (device) memory for what the peer announced
           bad = std::string("cannot allocate the incoming message: ") + e.what_without_backtrace();
         } catch (const std::exception& e) {
@@ -521,6 +523,7 @@ Runtime::Runtime(Assignment assignment, const std::string& name, RuntimeOptions 
 std::unique_ptr<Runtime> Runtime::fromEnvironment() {
   Identity identity = identityFromEnvironment();
   RuntimeOptions options = optionsFromAssignment(identity.assignment, identity.name);
+  applyEnvironment(options);
   return std::make_unique<Runtime>(std::move(identity.assignment), identity.name,
                                    std::move(options));
 }

@@ -180,6 +180,7 @@ class RuntimeImpl {
   Runtime& owner_;
   Assignment assignment_;
   RuntimeOptions options_;
+  std::uint64_t maxMessageBytes_ = 0;  // options_.maxMessageBytes, or memoryLimitBytes()
   std::vector<WorkerInfo> workers_;
   std::unordered_map<std::string, int> rankByName_;
   int selfRank_ = -1;

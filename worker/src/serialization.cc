@@ -274,19 +274,20 @@ std::shared_ptr<OutgoingMessage> makeRawMessage(const wire::Header& header, std:
 }
 
 std::string prepareRead(const tensorpipe::Descriptor& descriptor, IncomingMessage& in,
-                        tensorpipe::Allocation& allocation) {
+                        tensorpipe::Allocation& allocation, std::uint64_t maxBytes) {
   std::string error =
       wire::decodeHeader(descriptor.metadata.data(), descriptor.metadata.size(), in.header);
   if (!error.empty()) return "bad header: " + error;
   if (descriptor.payloads.size() > 1) return "more than one payload";
-  if (descriptor.payloads.size() == 1) {
-    if (descriptor.payloads[0].length > kMaxPayload) return "payload too large";
-    in.payload.resize(descriptor.payloads[0].length);
-    allocation.payloads.push_back({in.payload.data()});
+  if (descriptor.payloads.size() == 1 && descriptor.payloads[0].length > kMaxPayload) {
+    return "payload too large";
   }
-  in.tensors.reserve(descriptor.tensors.size());
-  for (const auto& d : descriptor.tensors) {
-    wire::TensorMeta meta;
+  // Everything is checked before anything is allocated.
+  std::vector<wire::TensorMeta> metas(descriptor.tensors.size());
+  std::uint64_t hostBytes = descriptor.payloads.empty() ? 0 : descriptor.payloads[0].length;
+  for (size_t i = 0; i < descriptor.tensors.size(); ++i) {
+    const auto& d = descriptor.tensors[i];
+    wire::TensorMeta& meta = metas[i];
     error = wire::decodeTensorMeta(d.metadata.data(), d.metadata.size(), meta);
     if (!error.empty()) return "bad tensor metadata: " + error;
     if (meta.dtype < 0 || meta.dtype >= static_cast<int8_t>(c10::ScalarType::NumOptions) ||
@@ -304,6 +305,27 @@ std::string prepareRead(const tensorpipe::Descriptor& descriptor, IncomingMessag
         static_cast<uint64_t>(n) * elementSize != d.length) {
       return "tensor length does not match its shape";
     }
+    // Host memory only: a CUDA tensor's bound is its device's memory (an
+    // allocation that fails there closes the pipe too). Saturating: a hostile
+    // descriptor may list enough tensors to wrap the sum.
+    if (meta.deviceType == 0) {
+      hostBytes = d.length > UINT64_MAX - hostBytes ? UINT64_MAX : hostBytes + d.length;
+    }
+  }
+  if (hostBytes > maxBytes) {
+    return "a message of " + std::to_string(hostBytes) +
+           " bytes of host memory is over this worker's limit of " + std::to_string(maxBytes) +
+           " bytes (RuntimeOptions::maxMessageBytes, RPCJOB_MAX_MESSAGE_BYTES)";
+  }
+  if (descriptor.payloads.size() == 1) {
+    in.payload.resize(descriptor.payloads[0].length);
+    allocation.payloads.push_back({in.payload.data()});
+  }
+  in.tensors.reserve(descriptor.tensors.size());
+  for (size_t i = 0; i < descriptor.tensors.size(); ++i) {
+    const auto& d = descriptor.tensors[i];
+    const wire::TensorMeta& meta = metas[i];
+    auto dtype = static_cast<c10::ScalarType>(meta.dtype);
 #if RPCJOB_WITH_CUDA
     if (meta.deviceType != 0) {
       error = cuda::allocate(&d, meta, dtype, in, allocation);

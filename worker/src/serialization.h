@@ -64,10 +64,11 @@ struct IncomingMessage {
   const EventTime* arrived = nullptr;
 };
 
-// Checks the descriptor (header, sizes, tensor metadata) and allocates buffers;
-// returns an error string for anything malformed.
+// Checks the descriptor (header, sizes, tensor metadata, and the total against
+// `maxBytes` before anything is allocated) and allocates buffers; returns an
+// error string for anything malformed or too large.
 std::string prepareRead(const tensorpipe::Descriptor& descriptor, IncomingMessage& in,
-                        tensorpipe::Allocation& allocation);
+                        tensorpipe::Allocation& allocation, std::uint64_t maxBytes);
 // Unpickles the payload against the tensors; None when there is no payload.
 // Throws RpcError (kBadMessage).
 c10::IValue decodeValue(IncomingMessage& in);

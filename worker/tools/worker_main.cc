@@ -138,6 +138,7 @@ int main(int argc, char** argv) {
   try {
     rpcjob::Identity identity = rpcjob::identityFromEnvironment();
     RuntimeOptions options = optionsFromAssignment(identity.assignment, identity.name);
+    rpcjob::runtime::applyEnvironment(options);
     rpcjob::worker::placeModelSplit(identity.assignment, identity.name, split);
     auto settings =
         rpcjob::worker::metricsSettings(identity.assignment, identity.name, metricsPort);

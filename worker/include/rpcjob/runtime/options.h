@@ -3,6 +3,7 @@
 // transports, channels and device maps from the worker table.
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,7 +47,20 @@ struct RuntimeOptions {
 
   // Host to listen on; empty: the host part of our address in the assignment.
   std::string listenHost;
+
+  // The largest incoming message (payload and tensors together) a peer may
+  // send; a larger one closes that pipe before anything is allocated for it
+  // (its sender's pending calls fail). 0: this machine's memory, or this
+  // process's cgroup limit where lower (a pod's memory limit), since a larger
+  // message could not be received anyway. rpcjob-worker and
+  // Runtime::fromEnvironment() read RPCJOB_MAX_MESSAGE_BYTES.
+  std::uint64_t maxMessageBytes = 0;
 };
+
+// RuntimeOptions settings from the environment, applied to `options`:
+// RPCJOB_MAX_MESSAGE_BYTES (a positive number of bytes). Throws
+// std::invalid_argument for a value that is not one.
+void applyEnvironment(RuntimeOptions& options);
 
 // Transports, channels and device maps of `worker` from the assignment; the rest
 // default.

@@ -1,0 +1,81 @@
+#include "memory_limit.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+namespace rpcjob::runtime {
+
+std::optional<std::uint64_t> parseCgroupMemoryLimit(const std::string& contents) {
+  std::string text = contents;
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  if (text.empty() || text.size() > 20) return std::nullopt;  // also "max"
+  std::uint64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    const std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
+    if (value > (UINT64_MAX - digit) / 10) return std::nullopt;
+    value = value * 10 + digit;
+  }
+  // cgroup v1 writes "no limit" as the largest page-aligned signed 64-bit value.
+  if (value >= (std::uint64_t{1} << 62)) return std::nullopt;
+  return value;
+}
+
+namespace {
+
+std::optional<std::uint64_t> cgroupLimit(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return parseCgroupMemoryLimit(text.str());
+}
+
+// This process's group in a hierarchy, from /proc/self/cgroup: the v2 one
+// ("0::/path") for `controller` empty, else the v1 one holding `controller`
+// ("4:memory:/path"). Empty when there is none.
+std::string ownCgroup(const std::string& controller) {
+  std::ifstream in("/proc/self/cgroup");
+  for (std::string line; std::getline(in, line);) {
+    const auto first = line.find(':');
+    const auto second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const bool match =
+        controller.empty()
+            ? line.compare(0, first, "0") == 0 && controllers.empty()
+            : ("," + controllers + ",").find("," + controller + ",") != std::string::npos;
+    if (match) return line.substr(second + 1);
+  }
+  return {};
+}
+
+}  // namespace
+
+std::uint64_t memoryLimitBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long pageSize = sysconf(_SC_PAGE_SIZE);
+  std::uint64_t limit = pages > 0 && pageSize > 0 ? static_cast<std::uint64_t>(pages) *
+                                                        static_cast<std::uint64_t>(pageSize)
+                                                  : UINT64_MAX;
+  // The smallest limit found: our own group's (cgroup v2, and v1's memory
+  // controller) and the one at each mount point (a container's own group).
+  // Limits of enclosing groups are not read.
+  const std::string v2 = ownCgroup("");
+  const std::string v1 = ownCgroup("memory");
+  for (const std::string& path :
+       {v2.empty() ? std::string() : "/sys/fs/cgroup" + v2 + "/memory.max",
+        std::string("/sys/fs/cgroup/memory.max"),
+        v1.empty() ? std::string() : "/sys/fs/cgroup/memory" + v1 + "/memory.limit_in_bytes",
+        std::string("/sys/fs/cgroup/memory/memory.limit_in_bytes")}) {
+    if (path.empty()) continue;
+    if (auto group = cgroupLimit(path)) limit = std::min(limit, *group);
+  }
+  return limit;
+}
+
+}  // namespace rpcjob::runtime
