@@ -3,7 +3,9 @@
 // paused (rpcjob/metrics/recording.h) records nothing at all, its end included,
 // so the in-flight gauge stays balanced whatever the switch does meanwhile.
 
+#include <cstdlib>
 #include <map>
+#include <new>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -11,6 +13,23 @@
 #include "metrics_observer.h"
 #include "rpcjob/metrics/metrics.h"
 #include "rpcjob/metrics/recording.h"
+
+// Allocation failure on demand, for this binary: while set, operator new throws.
+namespace {
+thread_local bool tFailAllocations = false;
+}  // namespace
+
+void* operator new(std::size_t size) {
+  if (tFailAllocations) throw std::bad_alloc();
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
 
 namespace rpcjob {
 namespace {
@@ -87,6 +106,39 @@ TEST(MetricsObserver, PausesWithItsOwnRecorderOnly) {
                         EventTime());
   metrics::setRecording(true);
   EXPECT_EQ(value(m, "rpcjob_rpc_calls_total", ok), 1);
+}
+
+// Metrics never fail a call or take the worker down: when a new function's or
+// a new status's series cannot be allocated, the call goes unrecorded and the
+// observer does not throw (callStarted runs in a caller's rpcAsync, the served
+// side and every finish on TensorPipe's loop threads).
+TEST(MetricsObserver, OutOfMemoryLeavesTheCallUnrecordedWithoutThrowing) {
+  metrics::Metrics m;
+  worker::MetricsObserver observer(m.rpc(), {"known"});
+  runtime::Observer::CallToken client, server;
+  tFailAllocations = true;
+  EXPECT_NO_THROW(client = observer.callStarted("new-function", "w1", EventTime()));
+  EXPECT_NO_THROW(server = observer.serverCallStarted("new-function", "w1", EventTime()));
+  tFailAllocations = false;
+  EXPECT_NO_THROW(
+      observer.callFinished("new-function", "w1", CallStatus::kOk, client, EventTime()));
+  EXPECT_NO_THROW(
+      observer.serverCallFinished("new-function", "w1", CallStatus::kOk, server, EventTime()));
+  EXPECT_EQ(value(m, "rpcjob_rpc_in_flight", {{"side", "client"}}), 0);
+  EXPECT_EQ(value(m, "rpcjob_rpc_calls_total", {{"function", "new-function"}}), -1);
+
+  // A known function whose first "connection" failure cannot create its series.
+  auto call = observer.callStarted("known", "w1", EventTime());
+  tFailAllocations = true;
+  EXPECT_NO_THROW(observer.callFinished("known", "w1", CallStatus::kConnection, call, EventTime()));
+  tFailAllocations = false;
+  EXPECT_EQ(value(m, "rpcjob_rpc_calls_total", {{"function", "known"}, {"status", "connection"}}),
+            -1);
+  // ... and the next one, with memory again, is counted.
+  call = observer.callStarted("known", "w1", EventTime());
+  observer.callFinished("known", "w1", CallStatus::kConnection, call, EventTime());
+  EXPECT_EQ(value(m, "rpcjob_rpc_calls_total", {{"function", "known"}, {"status", "connection"}}),
+            1);
 }
 
 // The sum of the latency histogram's observations, in seconds.

@@ -137,14 +137,32 @@ std::uint64_t ticks(const runtime::EventTime& time) {
 
 }  // namespace
 
+MetricsObserver::Side* MetricsObserver::sideOf(const std::string& name,
+                                               Side Function::*which) noexcept {
+  try {
+    return &(function(name).*which);
+  } catch (...) {
+    // A new function name adds a table entry and its series, which allocates:
+    // out of memory, the call goes unrecorded rather than failing (a caller's
+    // rpcAsync) or taking down the loop thread (a served call).
+    return nullptr;
+  }
+}
+
 void MetricsObserver::finish(Side& side, runtime::CallStatus status, CallToken token,
                              const runtime::EventTime& now) noexcept {
   const std::uint64_t end = ticks(now);
   const std::uint64_t nanos = end > token.start ? end - token.start : 0;
   if (status == runtime::CallStatus::kOk) {
     side.handles->finishedOk(nanos);
-  } else {
+    return;
+  }
+  try {
     side.handles->finishedNotOk(side.failures(status), nanos);
+  } catch (...) {
+    // The first call of a status creates its series, which allocates. Metrics
+    // must not take the worker down: out of memory, the call goes unrecorded
+    // (and stays counted in flight).
   }
 }
 
@@ -152,9 +170,10 @@ runtime::Observer::CallToken MetricsObserver::callStarted(const std::string& fun
                                                           const std::string&,
                                                           const runtime::EventTime& now) {
   if (!metrics::recording(metrics::Recorder::kObserver)) return {&kNotRecorded, 0};
-  Side& side = this->function(function).client;
-  side.handles->started();
-  return {&side, ticks(now)};
+  Side* side = sideOf(function, &Function::client);
+  if (side == nullptr) return {&kNotRecorded, 0};
+  side->handles->started();
+  return {side, ticks(now)};
 }
 
 void MetricsObserver::callFinished(const std::string& function, const std::string&,
@@ -162,16 +181,18 @@ void MetricsObserver::callFinished(const std::string& function, const std::strin
                                    const runtime::EventTime& now) {
   if (token.handle == &kNotRecorded) return;
   auto* side = static_cast<Side*>(const_cast<void*>(token.handle));
-  finish(side != nullptr ? *side : this->function(function).client, status, token, now);
+  if (side == nullptr) side = sideOf(function, &Function::client);
+  if (side != nullptr) finish(*side, status, token, now);
 }
 
 runtime::Observer::CallToken MetricsObserver::serverCallStarted(const std::string& function,
                                                                 const std::string&,
                                                                 const runtime::EventTime& arrived) {
   if (!metrics::recording(metrics::Recorder::kObserver)) return {&kNotRecorded, 0};
-  Side& side = this->function(function).server;
-  side.handles->started();
-  return {&side, ticks(arrived)};
+  Side* side = sideOf(function, &Function::server);
+  if (side == nullptr) return {&kNotRecorded, 0};
+  side->handles->started();
+  return {side, ticks(arrived)};
 }
 
 void MetricsObserver::serverCallFinished(const std::string& function, const std::string&,
@@ -179,7 +200,8 @@ void MetricsObserver::serverCallFinished(const std::string& function, const std:
                                          const runtime::EventTime& now) {
   if (token.handle == &kNotRecorded) return;
   auto* side = static_cast<Side*>(const_cast<void*>(token.handle));
-  finish(side != nullptr ? *side : this->function(function).server, status, token, now);
+  if (side == nullptr) side = sideOf(function, &Function::server);
+  if (side != nullptr) finish(*side, status, token, now);
 }
 
 void MetricsObserver::pipeOpened(const std::string& peer, std::chrono::nanoseconds handshake) {

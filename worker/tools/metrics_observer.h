@@ -83,6 +83,8 @@ class MetricsObserver : public runtime::Observer {
 
   Function& function(const std::string& name);
   Function& add(const std::string& name);
+  // function(name).*which, or null when it cannot be created (out of memory).
+  Side* sideOf(const std::string& name, Side Function::*which) noexcept;
   void finish(Side& side, runtime::CallStatus status, CallToken token,
               const runtime::EventTime& now) noexcept;
 
