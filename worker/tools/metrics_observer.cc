@@ -64,7 +64,7 @@ std::string deviceLabel(const std::string& device) {
 metrics::AtomicCounter& MetricsObserver::Side::failures(runtime::CallStatus status) {
   auto index = static_cast<unsigned>(status);
   if (index >= kStatuses) index = static_cast<unsigned>(runtime::CallStatus::kOther);
-  auto& slot = calls[index];
+  auto& slot = failureCounters[index];
   if (auto* counter = slot.load(std::memory_order_acquire)) return *counter;
   // First call with this status: a lookup under the family's lock. Racing
   // threads get the same counter.
@@ -149,16 +149,31 @@ MetricsObserver::Side* MetricsObserver::sideOf(const std::string& name,
   }
 }
 
-void MetricsObserver::finish(Side& side, runtime::CallStatus status, CallToken token,
-                             const runtime::EventTime& now) noexcept {
-  const std::uint64_t end = ticks(now);
-  const std::uint64_t nanos = end > token.start ? end - token.start : 0;
+runtime::Observer::CallToken MetricsObserver::start(const std::string& function,
+                                                    Side Function::*which,
+                                                    const runtime::EventTime& time) {
+  if (!metrics::recording(metrics::Recorder::kObserver)) return {&kNotRecorded, 0};
+  Side* side = sideOf(function, which);
+  if (side == nullptr) return {&kNotRecorded, 0};
+  side->handles->started();
+  return {side, ticks(time)};
+}
+
+void MetricsObserver::end(const std::string& function, Side Function::*which,
+                          runtime::CallStatus status, CallToken token,
+                          const runtime::EventTime& now) noexcept {
+  if (token.handle == &kNotRecorded) return;
+  auto* side = static_cast<Side*>(const_cast<void*>(token.handle));
+  if (side == nullptr) side = sideOf(function, which);
+  if (side == nullptr) return;
+  const std::uint64_t endTicks = ticks(now);
+  const std::uint64_t nanos = endTicks > token.start ? endTicks - token.start : 0;
   if (status == runtime::CallStatus::kOk) {
-    side.handles->finishedOk(nanos);
+    side->handles->finishedOk(nanos);
     return;
   }
   try {
-    side.handles->finishedNotOk(side.failures(status), nanos);
+    side->handles->finishedNotOk(side->failures(status), nanos);
   } catch (...) {
     // The first call of a status creates its series, which allocates. Metrics
     // must not take the worker down: out of memory, the call goes unrecorded
@@ -169,39 +184,25 @@ void MetricsObserver::finish(Side& side, runtime::CallStatus status, CallToken t
 runtime::Observer::CallToken MetricsObserver::callStarted(const std::string& function,
                                                           const std::string&,
                                                           const runtime::EventTime& now) {
-  if (!metrics::recording(metrics::Recorder::kObserver)) return {&kNotRecorded, 0};
-  Side* side = sideOf(function, &Function::client);
-  if (side == nullptr) return {&kNotRecorded, 0};
-  side->handles->started();
-  return {side, ticks(now)};
+  return start(function, &Function::client, now);
 }
 
 void MetricsObserver::callFinished(const std::string& function, const std::string&,
                                    runtime::CallStatus status, CallToken token,
                                    const runtime::EventTime& now) {
-  if (token.handle == &kNotRecorded) return;
-  auto* side = static_cast<Side*>(const_cast<void*>(token.handle));
-  if (side == nullptr) side = sideOf(function, &Function::client);
-  if (side != nullptr) finish(*side, status, token, now);
+  end(function, &Function::client, status, token, now);
 }
 
 runtime::Observer::CallToken MetricsObserver::serverCallStarted(const std::string& function,
                                                                 const std::string&,
                                                                 const runtime::EventTime& arrived) {
-  if (!metrics::recording(metrics::Recorder::kObserver)) return {&kNotRecorded, 0};
-  Side* side = sideOf(function, &Function::server);
-  if (side == nullptr) return {&kNotRecorded, 0};
-  side->handles->started();
-  return {side, ticks(arrived)};
+  return start(function, &Function::server, arrived);
 }
 
 void MetricsObserver::serverCallFinished(const std::string& function, const std::string&,
                                          runtime::CallStatus status, CallToken token,
                                          const runtime::EventTime& now) {
-  if (token.handle == &kNotRecorded) return;
-  auto* side = static_cast<Side*>(const_cast<void*>(token.handle));
-  if (side == nullptr) side = sideOf(function, &Function::server);
-  if (side != nullptr) finish(*side, status, token, now);
+  end(function, &Function::server, status, token, now);
 }
 
 void MetricsObserver::pipeOpened(const std::string& peer, std::chrono::nanoseconds handshake) {

@@ -70,8 +70,8 @@ class MetricsObserver : public runtime::Observer {
   struct Side {
     static constexpr int kStatuses = 6;  // runtime::CallStatus
     metrics::FunctionHandles* handles = nullptr;
-    std::atomic<metrics::AtomicCounter*> calls[kStatuses] = {};
-    metrics::AtomicCounter& failures(runtime::CallStatus status);  // status != kOk
+    std::atomic<metrics::AtomicCounter*> failureCounters[kStatuses] = {};  // by CallStatus
+    metrics::AtomicCounter& failures(runtime::CallStatus status);          // status != kOk
   };
   struct Function {
     Side client;
@@ -85,8 +85,11 @@ class MetricsObserver : public runtime::Observer {
   Function& add(const std::string& name);
   // function(name).*which, or null when it cannot be created (out of memory).
   Side* sideOf(const std::string& name, Side Function::*which) noexcept;
-  void finish(Side& side, runtime::CallStatus status, CallToken token,
-              const runtime::EventTime& now) noexcept;
+  // Both sides' call start and end; `which` picks the side of a Function.
+  CallToken start(const std::string& function, Side Function::*which,
+                  const runtime::EventTime& time);
+  void end(const std::string& function, Side Function::*which, runtime::CallStatus status,
+           CallToken token, const runtime::EventTime& now) noexcept;
 
   metrics::RpcMetrics& rpc_;
   const std::uint64_t id_;  // tells this observer's entries in the per-thread cache apart
