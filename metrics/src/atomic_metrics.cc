@@ -21,9 +21,7 @@ void AtomicCounter::fill(prometheus::ClientMetric& metric) const {
   metric.counter.value = static_cast<double>(value());
 }
 
-namespace {
-
-std::uint64_t toNanos(double seconds) noexcept {
+std::uint64_t AtomicHistogram::toNanos(double seconds) noexcept {
   if (!(seconds > 0)) {
     return 0;  // negative, zero, NaN
   }
@@ -31,8 +29,6 @@ std::uint64_t toNanos(double seconds) noexcept {
   return nanos >= 1.8e19 ? std::numeric_limits<std::uint64_t>::max()
                          : static_cast<std::uint64_t>(nanos);
 }
-
-}  // namespace
 
 AtomicHistogram::AtomicHistogram(const std::vector<double>& bounds)
     : size_(bounds.size()),
@@ -57,10 +53,6 @@ AtomicHistogram::AtomicHistogram(const std::vector<double>& bounds)
   for (size_t i = 0; i <= size_; ++i) {
     buckets_[i].store(0, std::memory_order_relaxed);
   }
-}
-
-void AtomicHistogram::observe(double seconds) noexcept {
-  observeNanos(toNanos(seconds));
 }
 
 std::uint64_t AtomicHistogram::count() const noexcept {

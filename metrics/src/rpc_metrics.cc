@@ -49,13 +49,12 @@ std::uint64_t FunctionHandles::Tally::ok() const {
 }
 
 void FunctionHandles::finished(const std::string& callStatus, double seconds) {
+  const std::uint64_t nanos = AtomicHistogram::toNanos(seconds);
   if (callStatus == status::kOk) {
-    duration_->observe(seconds);
-    return;
+    finishedOk(nanos);
+  } else {
+    finishedNotOk(failures(callStatus), nanos);
   }
-  failures(callStatus).add(1);
-  std::atomic_thread_fence(std::memory_order_release);  // as in finishedNotOk
-  duration_->observe(seconds);
 }
 
 AtomicCounter& FunctionHandles::failures(const std::string& callStatus) {

@@ -55,7 +55,10 @@ class AtomicHistogram {
   // `bounds` are the finite upper bounds in seconds, ascending.
   explicit AtomicHistogram(const std::vector<double>& bounds);
 
-  void observe(double seconds) noexcept;
+  void observe(double seconds) noexcept { observeNanos(toNanos(seconds)); }
+  // Seconds as the integer nanoseconds observeNanos() takes: rounded, 0 for a
+  // negative or NaN value, saturated at the largest.
+  static std::uint64_t toNanos(double seconds) noexcept;
   // The hot path: an observation in nanoseconds.
   void observeNanos(std::uint64_t nanos) noexcept {
     // Prometheus buckets are "less than or equal": the first bound >= value.
