@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 
 #include "rpcjob/operator/config.h"
 #include "rpcjob/operator/object.h"
@@ -20,6 +21,29 @@ std::string scriptPath() {
   return std::string(RPCJOB_SOURCE_DIR) + "/tests/kube/control-plane.sh";
 }
 }  // namespace
+
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout,
+                std::chrono::milliseconds interval) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(interval);
+  }
+  return pred();
+}
+
+bool eventuallyThroughApiErrors(const std::function<bool()>& pred,
+                                std::chrono::milliseconds timeout) {
+  return eventually(
+      [&pred] {
+        try {
+          return pred();
+        } catch (const kube::ApiError&) {
+          return false;
+        }
+      },
+      timeout, std::chrono::milliseconds(100));
+}
 
 int runCommand(const std::string& command, std::string* output) {
   std::FILE* p = popen((command + " 2>&1").c_str(), "r");

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -56,6 +58,15 @@ class ControlPlaneEnvironment : public ::testing::Environment {
 // kube-controller-manager adds a moment after creating the account (until then a
 // Pod create fails with 500 "No API token found for service account").
 bool podsAdmittedIn(kube::Client& client, const std::string& ns);
+
+// Polls `pred` every `interval` until it holds or `timeout` passes (then asks
+// once more). An exception from `pred` ends the wait and fails the test.
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout,
+                std::chrono::milliseconds interval = std::chrono::milliseconds(50));
+// The same, where an ApiError means "not yet" (the API server may be
+// restarting, as it is in the end-to-end tests), polled every 100 ms.
+bool eventuallyThroughApiErrors(const std::function<bool()>& pred,
+                                std::chrono::milliseconds timeout);
 
 // Runs a shell command; returns its exit status and fills `output`.
 int runCommand(const std::string& command, std::string* output = nullptr);

@@ -30,22 +30,8 @@ namespace r = resources;
 using rpcjob::testing::ControlPlaneEnvironment;
 const auto* gEnv = ::testing::AddGlobalTestEnvironment(new ControlPlaneEnvironment);
 
-bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    try {
-      if (pred()) return true;
-    } catch (const ApiError&) {
-      // the server may be restarting: keep polling
-    }
-    std::this_thread::sleep_for(100ms);
-  }
-  try {
-    return pred();
-  } catch (const ApiError&) {
-    return false;
-  }
-}
+// The API server may restart under these tests: an ApiError means "not yet".
+using rpcjob::testing::eventuallyThroughApiErrors;
 
 // The operator binary, started for one test; SIGTERM (Lease released) on scope exit.
 class OperatorProcess {
@@ -71,7 +57,8 @@ class OperatorProcess {
     if (pid_ <= 0) return true;
     kill(pid_, SIGTERM);
     int status = 0;
-    bool exited = eventually([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, 10s);
+    bool exited =
+        eventuallyThroughApiErrors([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, 10s);
     if (!exited) {
       kill(pid_, SIGKILL);
       waitpid(pid_, &status, 0);
@@ -106,7 +93,8 @@ class E2e : public ::testing::Test {
     client_->create(r::kNamespaces, "",
                     R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" + ns_ + "\"}}");
     // Pods are refused until kube-controller-manager made the default ServiceAccount.
-    ASSERT_TRUE(eventually([&] { return rpcjob::testing::podsAdmittedIn(*client_, ns_); }, 30s));
+    ASSERT_TRUE(eventuallyThroughApiErrors(
+        [&] { return rpcjob::testing::podsAdmittedIn(*client_, ns_); }, 30s));
   }
   void TearDown() override {
     for (const auto& n : nodes_) client_->removeIfExists(r::kNodes, "", n);
@@ -124,7 +112,7 @@ class E2e : public ::testing::Test {
     } catch (const ApiError& e) {
       if (!e.alreadyExists()) throw;
     }
-    ASSERT_TRUE(eventually(
+    ASSERT_TRUE(eventuallyThroughApiErrors(
         [&] {
           client_->list(r::kRpcJobs, "default");
           return true;
@@ -210,8 +198,8 @@ TEST_F(E2e, JobGetsServiceConfigMapPodsAndStatusThenRunsAndSucceeds) {
   addNode("b", 4);
   OperatorProcess op(ns_, "op-1");
   client_->create(r::kRpcJobs, ns_, jobJson("train", 5, 1));
-  ASSERT_TRUE(
-      eventually([&] { return pods("train").size() == 6 && phase("train") == "Planned"; }, 30s))
+  ASSERT_TRUE(eventuallyThroughApiErrors(
+      [&] { return pods("train").size() == 6 && phase("train") == "Planned"; }, 30s))
       << op.log();
   // The Service: headless, addresses published before readiness.
   Object svc = client_->get(r::kServices, ns_, "train");
@@ -250,10 +238,13 @@ TEST_F(E2e, JobGetsServiceConfigMapPodsAndStatusThenRunsAndSucceeds) {
   EXPECT_FALSE(field("train", "/status/startTime").empty());
 
   runAll("train");
-  ASSERT_TRUE(eventually([&] { return phase("train") == "Running"; }, 20s)) << op.log();
-  EXPECT_TRUE(eventually([&] { return field("train", "/status/readyWorkers") == "6"; }, 10s));
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return phase("train") == "Running"; }, 20s))
+      << op.log();
+  EXPECT_TRUE(eventuallyThroughApiErrors(
+      [&] { return field("train", "/status/readyWorkers") == "6"; }, 10s));
   for (const auto& p : pods("train")) setPodStatus(p.metadata.name, R"({"phase":"Succeeded"})");
-  ASSERT_TRUE(eventually([&] { return phase("train") == "Succeeded"; }, 20s)) << op.log();
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return phase("train") == "Succeeded"; }, 20s))
+      << op.log();
   EXPECT_FALSE(field("train", "/status/completionTime").empty());
   EXPECT_TRUE(op.stop()) << op.log();
 }
@@ -262,16 +253,18 @@ TEST_F(E2e, FailedWorkerRestartsWithSamePodNamesThenFailsAfterBackoffLimit) {
   addNode("a", 4);
   OperatorProcess op(ns_, "op-1");
   client_->create(r::kRpcJobs, ns_, jobJson("flaky", 2, 1, R"({"backoffLimit":1})"));
-  ASSERT_TRUE(eventually([&] { return pods("flaky").size() == 3; }, 30s)) << op.log();
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return pods("flaky").size() == 3; }, 30s))
+      << op.log();
   std::set<std::string> names, uids;
   for (const auto& p : pods("flaky")) {
     names.insert(p.metadata.name);
     uids.insert(p.metadata.uid);
   }
   runAll("flaky");
-  ASSERT_TRUE(eventually([&] { return phase("flaky") == "Running"; }, 20s)) << op.log();
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return phase("flaky") == "Running"; }, 20s))
+      << op.log();
   setPodStatus("flaky-worker-1", kFailed);
-  ASSERT_TRUE(eventually(
+  ASSERT_TRUE(eventuallyThroughApiErrors(
       [&] {
         auto ps = pods("flaky");
         if (ps.size() != 3 || field("flaky", "/status/restarts") != "1") return false;
@@ -283,47 +276,52 @@ TEST_F(E2e, FailedWorkerRestartsWithSamePodNamesThenFailsAfterBackoffLimit) {
       },
       30s))
       << op.log();
-  EXPECT_TRUE(eventually([&] { return eventReasons().count("WorkerFailed") > 0; }, 10s));
   EXPECT_TRUE(
-      eventually([&] { return condition("flaky", "Restarting") == "False/Relaunched"; }, 10s));
+      eventuallyThroughApiErrors([&] { return eventReasons().count("WorkerFailed") > 0; }, 10s));
+  EXPECT_TRUE(eventuallyThroughApiErrors(
+      [&] { return condition("flaky", "Restarting") == "False/Relaunched"; }, 10s));
 
   runAll("flaky");
   setPodStatus("flaky-master-0", kFailed);
-  ASSERT_TRUE(eventually([&] { return phase("flaky") == "Failed"; }, 20s)) << op.log();
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return phase("flaky") == "Failed"; }, 20s))
+      << op.log();
   EXPECT_EQ(condition("flaky", "Failed"), "True/BackoffLimitExceeded");
   EXPECT_EQ(field("flaky", "/status/restarts"), "1");
   // cleanPodPolicy Running (the default): the pods still running are deleted.
-  EXPECT_TRUE(eventually([&] { return pods("flaky").size() == 1; }, 20s));
+  EXPECT_TRUE(eventuallyThroughApiErrors([&] { return pods("flaky").size() == 1; }, 20s));
 }
 
 TEST_F(E2e, SuspendDeletesPodsAndResumeRecreatesThem) {
   addNode("a", 4);
   OperatorProcess op(ns_, "op-1");
   client_->create(r::kRpcJobs, ns_, jobJson("pausable", 1, 1));
-  ASSERT_TRUE(eventually([&] { return pods("pausable").size() == 2; }, 30s)) << op.log();
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return pods("pausable").size() == 2; }, 30s))
+      << op.log();
   client_->mergePatch(r::kRpcJobs, ns_, "pausable", R"({"spec":{"runPolicy":{"suspend":true}}})");
-  ASSERT_TRUE(
-      eventually([&] { return phase("pausable") == "Suspended" && pods("pausable").empty(); }, 20s))
+  ASSERT_TRUE(eventuallyThroughApiErrors(
+      [&] { return phase("pausable") == "Suspended" && pods("pausable").empty(); }, 20s))
       << op.log();
   EXPECT_EQ(condition("pausable", "Suspended"), "True/Suspended");
   EXPECT_TRUE(client_->tryGet(r::kConfigMaps, ns_, "pausable-assignment").has_value());
   client_->mergePatch(r::kRpcJobs, ns_, "pausable", R"({"spec":{"runPolicy":{"suspend":false}}})");
-  ASSERT_TRUE(eventually([&] { return pods("pausable").size() == 2; }, 20s)) << op.log();
-  EXPECT_TRUE(
-      eventually([&] { return condition("pausable", "Suspended") == "False/Resumed"; }, 10s));
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return pods("pausable").size() == 2; }, 20s))
+      << op.log();
+  EXPECT_TRUE(eventuallyThroughApiErrors(
+      [&] { return condition("pausable", "Suspended") == "False/Resumed"; }, 10s));
 }
 
 TEST_F(E2e, UnschedulableAndInvalidJobsGetAClearConditionAndNoPods) {
   addNode("a", 4);
   OperatorProcess op(ns_, "op-1");
   client_->create(r::kRpcJobs, ns_, jobJson("huge", 1, 16));
-  ASSERT_TRUE(
-      eventually([&] { return condition("huge", "Planned") == "False/Unschedulable"; }, 30s))
+  ASSERT_TRUE(eventuallyThroughApiErrors(
+      [&] { return condition("huge", "Planned") == "False/Unschedulable"; }, 30s))
       << op.log();
   EXPECT_NE(field("huge", "/status/conditions/0/message").find("nvidia.com/gpu"), std::string::npos)
       << field("huge", "/status/conditions/0/message");
   EXPECT_EQ(phase("huge"), "Pending");
-  EXPECT_TRUE(eventually([&] { return eventReasons().count("Unschedulable") > 0; }, 10s));
+  EXPECT_TRUE(
+      eventuallyThroughApiErrors([&] { return eventReasons().count("Unschedulable") > 0; }, 10s));
   EXPECT_TRUE(pods("huge").empty());
   EXPECT_FALSE(client_->tryGet(r::kConfigMaps, ns_, "huge-assignment"));
 
@@ -332,12 +330,13 @@ TEST_F(E2e, UnschedulableAndInvalidJobsGetAClearConditionAndNoPods) {
   client_->create(
       r::kRpcJobs, ns_,
       R"({"apiVersion":"rpcjob.dev/v1alpha1","kind":"RpcJob","metadata":{"name":"bad"},"spec":{"workers":[{"name":"master","template":{"spec":{"containers":[{"name":"w","image":"i","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}}]}})");
-  ASSERT_TRUE(eventually([&] { return condition("bad", "Failed") == "True/Invalid"; }, 30s))
+  ASSERT_TRUE(
+      eventuallyThroughApiErrors([&] { return condition("bad", "Failed") == "True/Invalid"; }, 30s))
       << op.log();
   EXPECT_TRUE(pods("bad").empty());
   // Recorded once: one status write, one Event; no retry storm.
   std::string rv = client_->get(r::kRpcJobs, ns_, "bad").metadata.resourceVersion;
-  EXPECT_TRUE(eventually([&] { return eventReasons().count("Invalid") > 0; }, 10s));
+  EXPECT_TRUE(eventuallyThroughApiErrors([&] { return eventReasons().count("Invalid") > 0; }, 10s));
   client_->mergePatch(r::kRpcJobs, ns_, "bad", R"({"metadata":{"labels":{"poke":"1"}}})");
   std::this_thread::sleep_for(1s);  // a negative check: nothing more may happen
   int invalidEvents = 0;
@@ -355,10 +354,11 @@ TEST_F(E2e, DeadlineFailsTheJobAndTtlDeletesIt) {
   client_->create(
       r::kRpcJobs, ns_,
       jobJson("timed", 1, 1, R"({"activeDeadlineSeconds":2,"ttlSecondsAfterFinished":2})"));
-  ASSERT_TRUE(
-      eventually([&] { return condition("timed", "Failed") == "True/DeadlineExceeded"; }, 30s))
+  ASSERT_TRUE(eventuallyThroughApiErrors(
+      [&] { return condition("timed", "Failed") == "True/DeadlineExceeded"; }, 30s))
       << op.log();
-  EXPECT_TRUE(eventually([&] { return !client_->tryGet(r::kRpcJobs, ns_, "timed"); }, 30s))
+  EXPECT_TRUE(
+      eventuallyThroughApiErrors([&] { return !client_->tryGet(r::kRpcJobs, ns_, "timed"); }, 30s))
       << op.log();
 }
 
@@ -366,12 +366,13 @@ TEST_F(E2e, OperatorRecoversFromApiserverRestart) {
   addNode("a", 4);
   OperatorProcess op(ns_, "op-1");
   client_->create(r::kRpcJobs, ns_, jobJson("before", 1, 1));
-  ASSERT_TRUE(eventually([&] { return pods("before").size() == 2; }, 30s)) << op.log();
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return pods("before").size() == 2; }, 30s))
+      << op.log();
   ControlPlaneEnvironment::plane()->restartApiserver();
   client_ = ControlPlaneEnvironment::plane()->adminClient();
   client_->create(r::kRpcJobs, ns_, jobJson("after", 1, 1));
-  EXPECT_TRUE(
-      eventually([&] { return pods("after").size() == 2 && phase("after") == "Planned"; }, 90s))
+  EXPECT_TRUE(eventuallyThroughApiErrors(
+      [&] { return pods("after").size() == 2 && phase("after") == "Planned"; }, 90s))
       << op.log();
   EXPECT_EQ(pods("before").size(), 2u);
 }
@@ -382,8 +383,9 @@ TEST_F(E2e, RestartedOperatorMakesNoDuplicateChildren) {
   {
     OperatorProcess op(ns_, "op-1");
     client_->create(r::kRpcJobs, ns_, jobJson("steady", 3, 1));
-    ASSERT_TRUE(eventually([&] { return pods("steady").size() == 4; }, 30s)) << op.log();
-    ASSERT_TRUE(eventually([&] { return phase("steady") == "Planned"; }, 10s));
+    ASSERT_TRUE(eventuallyThroughApiErrors([&] { return pods("steady").size() == 4; }, 30s))
+        << op.log();
+    ASSERT_TRUE(eventuallyThroughApiErrors([&] { return phase("steady") == "Planned"; }, 10s));
     for (const auto& p : pods("steady")) uids.insert(p.metadata.uid);
     EXPECT_TRUE(op.stop()) << op.log();
   }
@@ -391,7 +393,8 @@ TEST_F(E2e, RestartedOperatorMakesNoDuplicateChildren) {
   OperatorProcess again(ns_, "op-2");
   // The new operator reconciles (it reports the pods Running) and changes nothing else.
   runAll("steady");
-  ASSERT_TRUE(eventually([&] { return phase("steady") == "Running"; }, 30s)) << again.log();
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return phase("steady") == "Running"; }, 30s))
+      << again.log();
   std::set<std::string> after;
   for (const auto& p : pods("steady")) after.insert(p.metadata.uid);
   EXPECT_EQ(after, uids);
@@ -406,7 +409,7 @@ TEST_F(E2e, RestartedOperatorMakesNoDuplicateChildren) {
 TEST_F(E2e, TwoReplicasOneLeader) {
   addNode("a", 8);
   OperatorProcess a(ns_, "op-a");
-  ASSERT_TRUE(eventually(
+  ASSERT_TRUE(eventuallyThroughApiErrors(
       [&] {
         auto l = client_->tryGet(r::kLeases, ns_, "rpcjob-operator");
         return l && jsonString(l->json, "/spec/holderIdentity") == "op-a";
@@ -416,7 +419,7 @@ TEST_F(E2e, TwoReplicasOneLeader) {
   OperatorProcess b(ns_, "op-b");
   // The standby is ready too (a 2-replica rollout must not stall on it).
   std::string port;
-  ASSERT_TRUE(eventually(
+  ASSERT_TRUE(eventuallyThroughApiErrors(
       [&] {
         const std::string text = b.log(), marker = "/readyz on 127.0.0.1:";
         auto at = text.find(marker);
@@ -431,13 +434,13 @@ TEST_F(E2e, TwoReplicasOneLeader) {
       "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" + port + "/readyz", &ready);
   EXPECT_EQ(ready, "200") << b.log();
   client_->create(r::kRpcJobs, ns_, jobJson("one", 1, 1));
-  ASSERT_TRUE(eventually([&] { return pods("one").size() == 2; }, 30s)) << a.log();
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return pods("one").size() == 2; }, 30s)) << a.log();
   EXPECT_NE(a.log().find("created Pod"), std::string::npos);
   EXPECT_EQ(b.log().find("reconcile"), std::string::npos) << "the standby reconciled:\n" << b.log();
   // The leader steps down (SIGTERM releases the Lease): the standby takes over.
   EXPECT_TRUE(a.stop());
   client_->create(r::kRpcJobs, ns_, jobJson("two", 1, 1));
-  EXPECT_TRUE(eventually([&] { return pods("two").size() == 2; }, 30s)) << b.log();
+  EXPECT_TRUE(eventuallyThroughApiErrors([&] { return pods("two").size() == 2; }, 30s)) << b.log();
   EXPECT_NE(b.log().find("created Pod"), std::string::npos) << b.log();
 }
 
@@ -445,12 +448,13 @@ TEST_F(E2e, DeletingTheJobRemovesItsChildren) {
   addNode("a", 4);
   OperatorProcess op(ns_, "op-1");
   client_->create(r::kRpcJobs, ns_, jobJson("doomed", 1, 1));
-  ASSERT_TRUE(eventually([&] { return pods("doomed").size() == 2; }, 30s)) << op.log();
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return pods("doomed").size() == 2; }, 30s))
+      << op.log();
   client_->remove(r::kRpcJobs, ns_, "doomed", DeleteOptions{"Background", "", std::nullopt});
   // Garbage collection (kube-controller-manager) follows the ownerReferences. It
   // learns a new CRD at its 30 s discovery resync: this test runs last, so the
   // control plane is old enough by then.
-  EXPECT_TRUE(eventually(
+  EXPECT_TRUE(eventuallyThroughApiErrors(
       [&] {
         return pods("doomed").empty() && !client_->tryGet(r::kServices, ns_, "doomed") &&
                !client_->tryGet(r::kConfigMaps, ns_, "doomed-assignment");

@@ -29,14 +29,7 @@ namespace r = resources;
 using rpcjob::testing::ControlPlaneEnvironment;
 const auto* gEnv = ::testing::AddGlobalTestEnvironment(new ControlPlaneEnvironment);
 
-bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return pred();
-}
+using rpcjob::testing::eventually;
 
 class Kube : public ::testing::Test {
  protected:
