@@ -202,7 +202,12 @@ AtomicCounter& AtomicCounterFamily::add(const prometheus::Labels& labels) {
       labels,
       [](const void*) -> std::unique_ptr<Entry> { return std::make_unique<CounterEntry>(); },
       nullptr);
-  return static_cast<CounterEntry&>(entry).counter;
+  // The labels may name a computed series (addComputed), which has no counter.
+  auto* counter = dynamic_cast<CounterEntry*>(&entry);
+  if (counter == nullptr) {
+    throw std::logic_error(name() + ": the series with these labels is computed, not added to");
+  }
+  return counter->counter;
 }
 
 void AtomicCounterFamily::addComputed(const prometheus::Labels& labels,

@@ -144,6 +144,8 @@ TEST(AtomicCounterFamily, ComputedSeriesNeverDecreaseAndLabelsStayUnique) {
   EXPECT_THROW(family.addComputed({{"k", "v"}}, [] { return std::uint64_t{0}; }), std::logic_error);
   family.add({{"k", "w"}});
   EXPECT_THROW(family.addComputed({{"k", "w"}}, [] { return std::uint64_t{0}; }), std::logic_error);
+  // Nor is a computed series handed out as a counter to add to.
+  EXPECT_THROW(family.add({{"k", "v"}}), std::logic_error);
 }
 
 // calls{ok} is computed (histogram count - failures): under concurrent ok and

@@ -144,6 +144,7 @@ class AtomicFamilyBase : public prometheus::Collectable {
               const void* arg);
   // Adds `entry` under `labels`; throws std::logic_error if they have one.
   void insert(const prometheus::Labels& labels, std::unique_ptr<Entry> entry);
+  const std::string& name() const { return name_; }
 
  private:
   const std::string name_;
@@ -158,7 +159,8 @@ class AtomicCounterFamily : public AtomicFamilyBase {
  public:
   AtomicCounterFamily(std::string name, std::string help, prometheus::Labels constantLabels = {});
   // The counter with these labels, created on first use. Callers cache the
-  // reference: this is a lookup under a lock.
+  // reference: this is a lookup under a lock. Throws std::logic_error if the
+  // labels name a computed series.
   AtomicCounter& add(const prometheus::Labels& labels);
   // A series whose value `value` computes when collected (under the family's
   // lock, so calls never overlap), for a count that other metrics already hold.
