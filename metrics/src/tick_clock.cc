@@ -61,9 +61,6 @@ const Calibration& calibration() {
 bool usesTsc() {
   return calibration().tsc;
 }
-double secondsPerTick() {
-  return calibration().secondsPerTick;
-}
 double nanosPerTick() {
   return calibration().secondsPerTick * 1e9;
 }

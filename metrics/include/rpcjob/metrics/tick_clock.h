@@ -18,8 +18,6 @@ namespace tick_clock {
 // Whether ticks are TSC cycles (true) or steady_clock nanoseconds (false).
 // Decided, and the TSC calibrated (~2 ms), on the first call.
 bool usesTsc();
-// Seconds per tick. Calls usesTsc() first.
-double secondsPerTick();
 
 std::uint64_t nowSteady() noexcept;
 inline std::uint64_t nowTsc() noexcept {
@@ -30,7 +28,7 @@ inline std::uint64_t nowTsc() noexcept {
 #endif
 }
 
-// Call usesTsc() (or secondsPerTick()) once before the hot path: this reads a
+// Call nanosPerTick() (or usesTsc()) once before the hot path: this reads a
 // flag that is set then.
 extern std::atomic<bool> gUseTsc;
 
@@ -38,17 +36,12 @@ inline std::uint64_t now() noexcept {
   return gUseTsc.load(std::memory_order_relaxed) ? nowTsc() : nowSteady();
 }
 
-// Seconds between two now() readings (0 if the clock went backwards: TSC reads
-// on two cores may differ by a few cycles).
-inline double seconds(std::uint64_t start, std::uint64_t end, double perTick) noexcept {
-  return end > start ? static_cast<double>(end - start) * perTick : 0.0;
-}
-
 // Nanoseconds per tick. Calls usesTsc() first.
 double nanosPerTick();
 
-// Nanoseconds between two now() readings (0 if the clock went backwards), with
-// `nsPerTick` from nanosPerTick(): one multiplication, no division.
+// Nanoseconds between two now() readings (0 if the clock went backwards: TSC
+// reads on two cores may differ by a few cycles), with `nsPerTick` from
+// nanosPerTick(): one multiplication, no division.
 inline std::uint64_t nanos(std::uint64_t start, std::uint64_t end, double nsPerTick) noexcept {
   return end > start ? static_cast<std::uint64_t>(static_cast<double>(end - start) * nsPerTick) : 0;
 }
