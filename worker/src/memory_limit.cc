@@ -27,19 +27,19 @@ std::optional<std::uint64_t> parseCgroupMemoryLimit(const std::string& contents)
 
 namespace {
 
-std::optional<std::uint64_t> cgroupLimit(const std::string& path) {
+// The whole file; empty when it cannot be read.
+std::string readFile(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return std::nullopt;
   std::stringstream text;
   text << in.rdbuf();
-  return parseCgroupMemoryLimit(text.str());
+  return text.str();
 }
 
-// This process's group in a hierarchy, from /proc/self/cgroup: the v2 one
-// ("0::/path") for `controller` empty, else the v1 one holding `controller`
-// ("4:memory:/path"). Empty when there is none.
-std::string ownCgroup(const std::string& controller) {
-  std::ifstream in("/proc/self/cgroup");
+// This process's group in one hierarchy, from the text of /proc/self/cgroup:
+// the v2 one ("0::/path") for `controller` empty, else the v1 one holding
+// `controller` ("4:memory:/path"). Empty when there is none.
+std::string ownCgroup(const std::string& procSelfCgroup, const std::string& controller) {
+  std::istringstream in(procSelfCgroup);
   for (std::string line; std::getline(in, line);) {
     const auto first = line.find(':');
     const auto second = line.find(':', first + 1);
@@ -65,15 +65,16 @@ std::uint64_t memoryLimitBytes() {
   // The smallest limit found: our own group's (cgroup v2, and v1's memory
   // controller) and the one at each mount point (a container's own group).
   // Limits of enclosing groups are not read.
-  const std::string v2 = ownCgroup("");
-  const std::string v1 = ownCgroup("memory");
+  const std::string groups = readFile("/proc/self/cgroup");
+  const std::string v2 = ownCgroup(groups, "");
+  const std::string v1 = ownCgroup(groups, "memory");
   for (const std::string& path :
        {v2.empty() ? std::string() : "/sys/fs/cgroup" + v2 + "/memory.max",
         std::string("/sys/fs/cgroup/memory.max"),
         v1.empty() ? std::string() : "/sys/fs/cgroup/memory" + v1 + "/memory.limit_in_bytes",
         std::string("/sys/fs/cgroup/memory/memory.limit_in_bytes")}) {
     if (path.empty()) continue;
-    if (auto group = cgroupLimit(path)) limit = std::min(limit, *group);
+    if (auto group = parseCgroupMemoryLimit(readFile(path))) limit = std::min(limit, *group);
   }
   return limit;
 }
