@@ -9,10 +9,8 @@
 
 namespace rpcjob::runtime {
 
-std::optional<std::uint64_t> parseCgroupMemoryLimit(const std::string& contents) {
-  std::string text = contents;
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-  if (text.empty() || text.size() > 20) return std::nullopt;  // also "max"
+std::optional<std::uint64_t> parseByteCount(const std::string& text) {
+  if (text.empty()) return std::nullopt;
   std::uint64_t value = 0;
   for (char c : text) {
     if (c < '0' || c > '9') return std::nullopt;
@@ -20,8 +18,15 @@ std::optional<std::uint64_t> parseCgroupMemoryLimit(const std::string& contents)
     if (value > (UINT64_MAX - digit) / 10) return std::nullopt;
     value = value * 10 + digit;
   }
+  return value;
+}
+
+std::optional<std::uint64_t> parseCgroupMemoryLimit(const std::string& contents) {
+  std::string text = contents;
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  const auto value = parseByteCount(text);  // nullopt for "max" (v2: no limit)
   // cgroup v1 writes "no limit" as the largest page-aligned signed 64-bit value.
-  if (value >= (std::uint64_t{1} << 62)) return std::nullopt;
+  if (!value || *value >= (std::uint64_t{1} << 62)) return std::nullopt;
   return value;
 }
 

@@ -11,6 +11,10 @@
 
 namespace rpcjob::runtime {
 
+// A byte count written in decimal digits only (no sign, space or unit); nullopt
+// for anything else or a value past 2^64 - 1.
+std::optional<std::uint64_t> parseByteCount(const std::string& text);
+
 // The limit in a cgroup file's contents: v2 memory.max ("max" or bytes) or v1
 // memory.limit_in_bytes (bytes; an unlimited group reads as nearly 2^63).
 // nullopt when there is no limit or the text is not a number.

@@ -3,25 +3,20 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "memory_limit.h"
+
 namespace rpcjob::runtime {
 
 void applyEnvironment(RuntimeOptions& options) {
   const char* text = std::getenv("RPCJOB_MAX_MESSAGE_BYTES");
   if (text == nullptr || *text == '\0') return;
-  std::uint64_t value = 0;
-  for (const char* c = text; *c != '\0'; ++c) {
-    if (*c < '0' || *c > '9' || value > (UINT64_MAX - static_cast<unsigned>(*c - '0')) / 10) {
-      value = 0;
-      break;
-    }
-    value = value * 10 + static_cast<unsigned>(*c - '0');
-  }
-  if (value == 0) {
+  const std::optional<std::uint64_t> value = parseByteCount(text);
+  if (!value || *value == 0) {
     throw std::invalid_argument(std::string("RPCJOB_MAX_MESSAGE_BYTES: not a positive number of "
                                             "bytes: '") +
                                 text + "'");
   }
-  options.maxMessageBytes = value;
+  options.maxMessageBytes = *value;
 }
 
 RuntimeOptions optionsFromAssignment(const Assignment& assignment, const std::string& worker) {
