@@ -234,8 +234,11 @@ TEST(Recording, RecorderListsParse) {
                       static_cast<unsigned>(Recorder::kChannels));
   ASSERT_TRUE(parseRecorders("all", mask));
   EXPECT_EQ(mask, kAllRecorders);
+  ASSERT_TRUE(parseRecorders("none", mask));
+  EXPECT_EQ(mask, 0u);
   mask = 99;
-  for (const char* bad : {"", "observer,", ",observer", "observers", "observer,,channels"}) {
+  for (const char* bad :
+       {"", "observer,", ",observer", "observers", "observer,,channels", "none,observer"}) {
     EXPECT_FALSE(parseRecorders(bad, mask)) << bad;
     EXPECT_EQ(mask, 99u) << bad;  // untouched
   }

@@ -11,7 +11,8 @@
 //     recorders paused and running in alternating phases, --rounds N (default 100)
 //     rounds (`rpcjob-worker bench --metrics-overhead`, tools/metrics_overhead.h).
 //     --recorders: switch only those (the others record in both states), to see
-//     which costs what; then part 2 is skipped.
+//     which costs what; then part 2 is skipped. --recorders none switches
+//     nothing: the control, whose overhead should read 0 within its interval.
 //     The figure to read: fresh processes differ by more than the effect.
 //  2. Fresh process pairs without and with metrics, alternating, best of 3 each:
 //     the end-to-end view, decorators absent vs present, with that spread.
@@ -137,7 +138,8 @@ int main(int argc, char** argv) {
       recorders = argv[++i];
       unsigned mask = 0;
       if (!rpcjob::metrics::parseRecorders(recorders, mask)) {
-        std::cerr << "rpcjob-bench: --recorders: a list of observer, channels, transports, all\n";
+        std::cerr << "rpcjob-bench: --recorders: a list of observer, channels, transports, all; "
+                     "or none\n";
         return 2;
       }
     } else if (arg == "--worker" && i + 1 < argc) {

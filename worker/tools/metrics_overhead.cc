@@ -56,11 +56,22 @@ MetricsOverhead measureMetricsOverhead(runtime::Runtime& rt, const std::string& 
   }
   std::vector<double> p50[2], rate[2], p50Ratio, rateRatio;
   for (int round = 0; round < config.rounds; ++round) {
+    std::vector<double> rtts[2];
+    const auto block = static_cast<std::size_t>(config.syncBlock);
+    for (int slice = 0; rtts[0].size() < block || rtts[1].size() < block; ++slice) {
+      const int on = (round + slice) % 2;
+      const int n = static_cast<int>(
+          std::min(static_cast<std::size_t>(config.syncSlice), block - rtts[on].size()));
+      if (n == 0) continue;
+      setRecording(rt, peer, masks[on]);
+      const auto calls = smallCallRtts(rt, peer, n);
+      rtts[on].insert(rtts[on].end(), calls.begin(), calls.end());
+    }
     double blockP50[2], shotRate[2];
     for (int k = 0; k < 2; ++k) {
       const int on = (round + k) % 2;
+      blockP50[on] = percentile(rtts[on], 0.5);
       setRecording(rt, peer, masks[on]);
-      blockP50[on] = percentile(smallCallRtts(rt, peer, config.syncBlock), 0.5);
       shotRate[on] = asyncCallRate(rt, peer, config.asyncShot);
     }
     for (int on = 0; on < 2; ++on) {

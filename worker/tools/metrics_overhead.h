@@ -4,14 +4,17 @@
 // why not in fresh ones). Both workers run with metrics on; rank 0 drives.
 //
 // N rounds; in each, both states, "off" (the recorders under test paused in both
-// workers; all of them by default) and "on", in alternating order (off-on, on-off, ...). A state is
-// switched in both workers (rpcjob.bench.recording), then measured: the p50 round trip of a block
-// of `syncBlock` sync calls, and the rate of a shot of `asyncShot` async calls
-// in flight. Short blocks, interleaved, put both states under the same
-// conditions (thread placement and the machine's load drift over seconds). The
-// overhead is the median over rounds of each round's on/off ratio; its
-// quartiles show the spread, and a 95 % confidence interval how well the
-// median is known.
+// workers; all of them by default) and "on". A state is switched in both workers
+// (rpcjob.bench.recording), then measured. Sync: `syncBlock` calls per state, in
+// slices of `syncSlice` that alternate between the states (off-on-off-on...,
+// the next round on-off-...); the round's figure per state is the p50 of its
+// slices' round trips together. Async: one shot of `asyncShot` calls in flight
+// per state, in alternating order. Interleaving puts both states under the same
+// conditions: thread placement and the machine's load drift over milliseconds,
+// and with whole blocks of 500 calls (10 ms) per state that drift made single
+// rounds differ by ~10 %, far more than the effect. The overhead is the median
+// over rounds of each round's on/off ratio; its quartiles show the spread, and a
+// 95 % confidence interval how well the median is known.
 
 #include <string>
 
@@ -25,7 +28,8 @@ struct OverheadConfig {
   // The recorders switched (metrics::Recorder bits); the others record in both
   // states. All by default; one at a time tells which costs what.
   unsigned recorders = metrics::kAllRecorders;
-  int syncBlock = 500;
+  int syncBlock = 500;  // per state and round
+  int syncSlice = 25;   // calls between switches
   int asyncShot = 10000;
 };
 
