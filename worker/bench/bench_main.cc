@@ -3,7 +3,8 @@
 // on the GPU machine (../shared/GPU.md) and the ratio.
 //
 //   rpcjob-bench [--json] [--no-large] [--worker PATH]
-//                [--metrics [--rounds N] [--recorders observer,channels,transports]]
+//                [--metrics [--rounds N] [--recorders observer,channels,transports]
+//                           [--slice CALLS]]
 //
 // --metrics: the metrics overhead instead (target: < 3 %), two ways.
 //  1. Same processes: both workers with metrics on (RPCJOB_METRICS_FILE set: the
@@ -13,6 +14,8 @@
 //     --recorders: switch only those (the others record in both states), to see
 //     which costs what; then part 2 is skipped. --recorders none switches
 //     nothing: the control, whose overhead should read 0 within its interval.
+//     --slice: sync calls between switches (default 25; 500, one block per
+//     state and round, was the design before, and is much noisier).
 //     The figure to read: fresh processes differ by more than the effect.
 //  2. Fresh process pairs without and with metrics, alternating, best of 3 each:
 //     the end-to-end view, decorators absent vs present, with that spread.
@@ -116,6 +119,7 @@ int main(int argc, char** argv) {
   bool metricsOverhead = false;
   int rounds = 100;
   std::string recorders = "all";
+  std::string slice = "25";
   std::string worker = RPCJOB_WORKER_BINARY;
   // Only the pair as configured (the default channels): the per-channel passes
   // of `rpcjob-worker bench` are for its own table.
@@ -142,6 +146,12 @@ int main(int argc, char** argv) {
                      "or none\n";
         return 2;
       }
+    } else if (arg == "--slice" && i + 1 < argc) {
+      slice = argv[++i];
+      if (std::atoi(slice.c_str()) < 1) {
+        std::cerr << "rpcjob-bench: --slice needs a positive number\n";
+        return 2;
+      }
     } else if (arg == "--worker" && i + 1 < argc) {
       worker = argv[++i];
     } else if (arg == "--version") {
@@ -149,7 +159,7 @@ int main(int argc, char** argv) {
       return 0;
     } else {
       std::cerr << "usage: rpcjob-bench [--json] [--no-large] [--worker PATH] [--metrics "
-                   "[--rounds N] [--recorders observer,channels,transports]]\n";
+                   "[--rounds N] [--recorders observer,channels,transports] [--slice CALLS]]\n";
       return 2;
     }
   }
@@ -194,7 +204,8 @@ int main(int argc, char** argv) {
     setenv("RPCJOB_METRICS_FILE", file.c_str(), 1);
     std::string same;
     const std::vector<std::string> overheadArgs = {
-        "bench", "--metrics-overhead", std::to_string(rounds), "--recorders", recorders};
+        "bench", "--metrics-overhead", std::to_string(rounds), "--recorders", recorders, "--slice",
+        slice};
     if (!runPair(same, overheadArgs, overheadArgs)) return 1;
     same = same.substr(same.find('{'));
     same = same.substr(0, same.find('\n'));
@@ -248,9 +259,10 @@ int main(int argc, char** argv) {
       std::printf("rpcjob %s, metrics overhead, 2 local processes, small calls\n\n",
                   RPCJOB_VERSION_STRING);
       std::printf(
-          "Same processes, recorders (%s) paused vs recording, %d rounds (medians; overhead:\n"
-          "median of the per-round ratios, its 95 %% confidence interval, and their quartiles):\n",
-          recorders.c_str(), rounds);
+          "Same processes, recorders (%s) paused vs recording, %d rounds, switched every %s\n"
+          "sync calls (medians; overhead: median of the per-round ratios, its 95 %% confidence\n"
+          "interval, and their quartiles):\n",
+          recorders.c_str(), rounds, slice.c_str());
       std::printf("%-28s %10s %10s %9s %17s %17s\n", "measurement", "paused", "recording",
                   "overhead", "95% CI", "quartiles");
       std::printf("%-28s %10.2f %10.2f %8.2f%% %7.2f .. %5.2f%% %7.2f .. %5.2f%%\n",

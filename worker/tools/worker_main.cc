@@ -6,9 +6,10 @@
 //                                            rank 0 drives: every pair of workers, over
 //                                            every CPU channel (tools/pair_bench.h)
 //   rpcjob-worker bench --metrics-overhead N [--recorders observer,channels,transports]
-//                                            rank 0 against rank 1: small calls with the
+//                       [--slice CALLS]      rank 0 against rank 1: small calls with the
 //                                            metrics recorders (all, or those listed)
-//                                            paused and running, N rounds
+//                                            paused and running, N rounds, switching
+//                                            every CALLS sync calls (default 25)
 //                                            (tools/metrics_overhead.h)
 //   rpcjob-worker model-split [--iterations N] [--size N]   the seeds' experiment (workloads/)
 //   rpcjob-worker send --bytes N --count K [--device D]   rank 0 sends K tensors of N
@@ -46,7 +47,8 @@ int usage() {
          "       rpcjob-worker bench [--json] [--no-large] [--quick] [--ordered]\n"
          "                           [--channels NAME,...|auto]\n"
          "       rpcjob-worker bench --metrics-overhead ROUNDS\n"
-         "                           [--recorders observer,channels,transports|all]\n"
+         "                           [--recorders observer,channels,transports|all|none]\n"
+         "                           [--slice CALLS]\n"
          "       rpcjob-worker model-split [--iterations N] [--size N]\n"
          "       rpcjob-worker send --bytes N --count K [--device cpu|cuda:N]\n"
          "       common options: [--metrics-port N] [--hold-s N]\n"
@@ -97,10 +99,13 @@ int main(int argc, char** argv) {
         if (overheadRounds < 1) return usage();
       } else if (arg == "--recorders" && i + 1 < argc) {
         if (!rpcjob::metrics::parseRecorders(argv[++i], overhead.recorders)) {
-          std::cerr
-              << "rpcjob-worker: --recorders: a list of observer, channels, transports, all\n";
+          std::cerr << "rpcjob-worker: --recorders: a list of observer, channels, transports, "
+                       "all; or none\n";
           return usage();
         }
+      } else if (arg == "--slice" && i + 1 < argc) {
+        overhead.syncSlice = std::stoi(argv[++i]);
+        if (overhead.syncSlice < 1) return usage();
       } else if (arg == "--iterations" && i + 1 < argc) {
         split.iterations = std::stoi(argv[++i]);
       } else if (arg == "--size" && i + 1 < argc) {
