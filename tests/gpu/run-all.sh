@@ -7,7 +7,8 @@
 # Usage, from the repository root, with .gpudeps carried (made by
 # EXTRA="libtensorpipe-dev libnop-dev" ../shared/tools/gpu-deps.sh):
 #   tests/gpu/run-all.sh [build|test|e2e|bench|all|metrics]
-# (metrics: the metrics overhead per recorder, after a build; not part of all)
+# (metrics: the metrics overhead per recorder, after a build; not part of all;
+#  ROUNDS, SLICE and RECORDERS, a list of --recorders values, change it)
 # Logs go to gpu-logs/ and, packed, to $OUT/logs.tgz (the device tool brings back
 # at most 8 files); $OUT/summary.txt and $OUT/table.md beside it.
 set -uo pipefail
@@ -167,8 +168,9 @@ fi
 # Not part of `all` (about 3 minutes): the metrics overhead in the same two processes,
 # every recorder switched, then one at a time (what each costs; rpcjob-bench --recorders).
 if [[ $what == metrics ]]; then
-  for r in all observer transports channels; do
+  for r in ${RECORDERS:-all none observer transports channels}; do
     timeout 170 $B/worker/rpcjob-bench --metrics --rounds ${ROUNDS:-200} --recorders $r \
+      --slice ${SLICE:-25} \
       2>>"$L/metrics_overhead.err" | tee -a "$L/metrics_overhead.txt" |
       grep -E "^(Same|small call RTT p50|async calls)" | head -3 | tee -a "$S"
   done
