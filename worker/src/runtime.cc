@@ -399,9 +399,10 @@ void RuntimeImpl::flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wri
     batch->payload.reserve(bytes);
     wire::appendBatchCount(batch->payload, static_cast<uint32_t>(end - i));
     for (size_t j = i; j < end; ++j) {
-      const auto& m = *messages[j];
+      auto& m = *messages[j];
       wire::appendBatchEntry(batch->payload, m.header, m.payload.data(),
                              m.hasPayload ? m.payload.size() : 0);
+      if (m.served) batch->servedInBatch.push_back(std::move(*m.served));
     }
     units.push_back(std::move(batch));
     i = end;
@@ -411,6 +412,7 @@ void RuntimeImpl::flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wri
     pipe->write(unit->toTensorpipe(), [this, unit, left, pipe, &writes, onError,
                                        keepAlive](const tensorpipe::Error& error) {
       if (error && onError) onError(error.what());
+      recordServed(*unit);
       if (left->fetch_sub(1) != 1) return;
       std::vector<std::shared_ptr<OutgoingMessage>> next;
       {
@@ -424,6 +426,19 @@ void RuntimeImpl::flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wri
       flushWrites(pipe, writes, std::move(next), onError, keepAlive);
     });
   }
+}
+
+void RuntimeImpl::recordServed(const OutgoingMessage& message) {
+  if (!options_.observer || (!message.served && message.servedInBatch.empty())) return;
+  const EventTime now;  // one read for a whole batch
+  auto finished = [&](const ServedCall& call) {
+    static const std::string kUnknownCaller = "?";
+    options_.observer->serverCallFinished(
+        call.function, call.callerRank >= 0 ? workers_[call.callerRank].name : kUnknownCaller,
+        call.status, call.token, now);
+  };
+  if (message.served) finished(*message.served);
+  for (const auto& call : message.servedInBatch) finished(call);
 }
 
 bool RuntimeImpl::waitHandshake(int rank, Clock::time_point deadline, std::string& error) {

@@ -375,7 +375,7 @@ Future RuntimeImpl::runLocal(const Registered& fn, const WorkerInfo& caller,
 void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
                         const Future& result, const std::string& function,
                         std::optional<Observer::CallToken> observed) {
-  result.addInlineCallback([this, server, id, function, observed](const Future& done) {
+  result.addInlineCallback([this, server, id, function, observed](const Future& done) mutable {
     wire::Header h;
     h.id = id;
     std::shared_ptr<OutgoingMessage> message;
@@ -399,12 +399,13 @@ void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
       h.error = describe(error);
       message = makeMessage(h, nullptr);
     }
-    writeServer(server, std::move(message));
+    // Finished when the response is written (flushWrites): recording it here
+    // would delay the write, which TensorPipe runs after this callback returns.
     if (options_.observer && !function.empty() && observed) {
-      options_.observer->serverCallFinished(
-          function, server->callerRank >= 0 ? workers_[server->callerRank].name : "?",
-          statusOf(error), *observed, EventTime());
+      message->served = ServedCall{std::move(function), server->callerRank, statusOf(error),
+                                   *observed};
     }
+    writeServer(server, std::move(message));
     if (--serving_ == 0) shutdown_->onIdle();
   });
 }

@@ -154,6 +154,9 @@ class RuntimeImpl {
   void flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                    std::vector<std::shared_ptr<OutgoingMessage>> messages,
                    const WriteErrorFn& onError, std::shared_ptr<void> keepAlive);
+  // The observer's serverCallFinished for the calls `message` answers, once it
+  // is written (or its write failed: the call was served all the same).
+  void recordServed(const OutgoingMessage& message);
   bool waitHandshake(int rank, Clock::time_point deadline, std::string& error);
   void onClientMessage(int rank, uint64_t generation, IncomingMessage& msg);
   void failPeer(int rank, uint64_t generation, const std::string& why);

@@ -8,6 +8,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,15 @@ namespace rpcjob::runtime {
 class DeviceEvent;
 struct DeviceTargets;  // CUDA build: cuda/device_maps.h
 
+// A served call whose response a message carries: the observer records it as
+// finished when the message has been written (RuntimeImpl::flushWrites).
+struct ServedCall {
+  std::string function;
+  int callerRank = -1;
+  CallStatus status = CallStatus::kOk;
+  Observer::CallToken token;
+};
+
 // Owns what a TensorPipe write points into until the write completes.
 struct OutgoingMessage {
   std::string header;
@@ -36,6 +46,10 @@ struct OutgoingMessage {
   // is sent from (a cudaStream_t; null for host memory). Empty otherwise.
   std::vector<int> targets;
   std::vector<void*> streams;
+  // A response: the call it answers. A batch: those of its parts (kept apart so
+  // that a single response allocates nothing for it).
+  std::optional<ServedCall> served;
+  std::vector<ServedCall> servedInBatch;
   tensorpipe::Message toTensorpipe();
 };
 

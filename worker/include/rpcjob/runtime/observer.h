@@ -72,7 +72,9 @@ class Observer {
   // A request from `peer`, which arrived at `arrived`, is served here.
   virtual CallToken serverCallStarted(const std::string& function, const std::string& peer,
                                       const EventTime& arrived) = 0;
-  // Its response (or error) was handed to the transport at `now`.
+  // Its response (or error) was written at `now` (or its write failed then:
+  // the caller went away). Recorded after the write, not before it: the
+  // observer's work stays off the response's way to the caller.
   virtual void serverCallFinished(const std::string& function, const std::string& peer,
                                   CallStatus status, CallToken token, const EventTime& now) = 0;
   // Our pipe to `peer` completed its handshake (connect to HelloReply).
