@@ -402,8 +402,8 @@ void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
     // Finished when the response is written (flushWrites): recording it here
     // would delay the write, which TensorPipe runs after this callback returns.
     if (options_.observer && !function.empty() && observed) {
-      message->served = ServedCall{std::move(function), server->callerRank, statusOf(error),
-                                   *observed};
+      message->served =
+          ServedCall{std::move(function), server->callerRank, statusOf(error), *observed};
     }
     writeServer(server, std::move(message));
     if (--serving_ == 0) shutdown_->onIdle();
