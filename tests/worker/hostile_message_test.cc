@@ -2,9 +2,13 @@
 // TensorPipe pipe to w1 and writes one message that TensorPipe delivers but
 // rpcjob must refuse (prepareRead in worker/src/serialization.cc): a tensor too
 // large to allocate, a length that contradicts the shape, an unknown dtype, a
-// header that does not decode. The worker must log why, close that pipe (never
-// crash, never hang), keep answering the driver and exit cleanly at shutdown.
+// header that does not decode. The worker must log why, answer the call with a
+// "refused" error that says why when the header could be read (the caller then
+// closes the pipe; the worker does after a grace period otherwise) or else close
+// the pipe at once, never crash or hang, keep answering the driver and exit
+// cleanly at shutdown.
 #include <ATen/core/ivalue.h>
+#include <ATen/ops/ones.h>
 #include <c10/core/ScalarType.h>
 #include <gtest/gtest.h>
 
@@ -38,6 +42,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kBound{10};  // every wait in this file
+// How long w1 keeps a pipe open after refusing a message on it, for the caller
+// to read the answer and close it (RuntimeImpl::kRefusedPipeGrace).
+constexpr std::chrono::seconds kRefusedPipeGrace{10};
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
@@ -112,6 +119,7 @@ class HostileMessageTest : public ::testing::Test {
     bool hung = false;                   // no answer, no close, or no write callback in time
     std::string closedWith;              // our read failed (the worker closed the pipe): why
     std::optional<wire::Header> answer;  // the worker answered instead
+    std::string closedAfterAnswer;       // the read after the answer failed: why
     std::string writeError;              // empty: the write went out
   };
 
@@ -184,38 +192,65 @@ class HostileMessageTest : public ::testing::Test {
   }
 
   // Opens a pipe to w1, writes `message`, and waits (bounded) until w1 answers
-  // or closes the pipe, and until our write completed or failed.
-  Outcome send(tensorpipe::Message message) {
+  // or closes the pipe, and until our write completed or failed. With
+  // `untilClosed`, an answer is read (it has no payload or tensors: an error) and
+  // then the next read, which fails when w1 closes the pipe: the refusal's grace
+  // period, as a caller that ignores the refusal sees it.
+  Outcome send(tensorpipe::Message message, bool untilClosed = false) {
     auto pipe = context_->connect("uv://127.0.0.1:" + std::to_string(cluster_->port(1)),
                                   tensorpipe::PipeOptions().remoteName("w1"));
     auto read = std::make_shared<std::promise<Outcome>>();
     auto written = std::make_shared<std::promise<std::string>>();
     auto readDone = read->get_future();
     auto writeDone = written->get_future();
-    pipe->readDescriptor([read](const tensorpipe::Error& error, tensorpipe::Descriptor d) {
+    pipe->readDescriptor([read, pipe, untilClosed](const tensorpipe::Error& error,
+                                                   tensorpipe::Descriptor d) {
       Outcome o;
       if (error) {
         o.closedWith = error.what();
-      } else {
-        wire::Header h;
-        std::string bad = wire::decodeHeader(d.metadata.data(), d.metadata.size(), h);
-        if (!bad.empty()) h.error = "(an undecodable answer: " + bad + ")";
-        o.answer = h;
+        read->set_value(std::move(o));
+        return;
       }
-      read->set_value(std::move(o));
+      wire::Header h;
+      std::string bad = wire::decodeHeader(d.metadata.data(), d.metadata.size(), h);
+      if (!bad.empty()) h.error = "(an undecodable answer: " + bad + ")";
+      o.answer = h;
+      if (!untilClosed || !d.payloads.empty() || !d.tensors.empty()) {
+        read->set_value(std::move(o));
+        return;
+      }
+      pipe->read(tensorpipe::Allocation{}, [read, pipe, o](const tensorpipe::Error& error) mutable {
+        if (error) {
+          o.closedAfterAnswer = error.what();
+          read->set_value(std::move(o));
+          return;
+        }
+        pipe->readDescriptor(
+            [read, o](const tensorpipe::Error& error, tensorpipe::Descriptor) mutable {
+              o.closedAfterAnswer = error ? error.what() : "";
+              read->set_value(std::move(o));
+            });
+      });
     });
     pipe->write(std::move(message), [written](const tensorpipe::Error& error) {
       written->set_value(error ? error.what() : "");
     });
     Outcome outcome;
     // After the read's outcome the write settles by itself: it went out before
-    // an answer, or the close fails it (it waits for the worker's descriptor reply).
-    if (readDone.wait_for(kBound) == std::future_status::ready &&
-        writeDone.wait_for(kBound) == std::future_status::ready) {
+    // an answer, or the close fails it (it waits for the worker's descriptor
+    // reply); a refused message's write waits for our close.
+    if (readDone.wait_for(untilClosed ? kBound + kRefusedPipeGrace : kBound) ==
+        std::future_status::ready) {
       outcome = readDone.get();
-      outcome.writeError = writeDone.get();
-      pipe->close();
-      return outcome;
+      // A write that went out completes by itself; a refused one waits on w1,
+      // which will not read it, and ends when we close the pipe.
+      const bool refused = outcome.answer && outcome.answer->errorKind == wire::ErrorKind::kRefused;
+      if (refused || !outcome.closedWith.empty()) pipe->close();
+      if (writeDone.wait_for(kBound) == std::future_status::ready) {
+        outcome.writeError = writeDone.get();
+        pipe->close();
+        return outcome;
+      }
     }
     outcome.hung = true;
     pipe->close();
@@ -242,13 +277,28 @@ class HostileMessageTest : public ::testing::Test {
     return ::testing::AssertionSuccess();
   }
 
-  // The contract for every hostile message.
-  void expectRefused(tensorpipe::Message message, const std::string& reason) {
+  // The contract for every hostile message: a call whose header w1 could read
+  // is answered with an error that says why, then the pipe closes; one whose
+  // header it could not read gets the close alone.
+  enum class Header { kReadable, kUnreadable };
+  void expectRefused(tensorpipe::Message message, const std::string& reason,
+                     Header header = Header::kReadable) {
     auto start = Clock::now();
     Outcome outcome = send(std::move(message));
     EXPECT_FALSE(outcome.hung) << "w1 neither answered nor closed the pipe within 10 s";
-    EXPECT_FALSE(outcome.answer) << "w1 answered: " << outcome.answer->error;
-    EXPECT_FALSE(outcome.closedWith.empty());
+    if (header == Header::kReadable) {
+      EXPECT_TRUE(outcome.answer) << "closed without an answer: " << outcome.closedWith;
+      if (outcome.answer) {
+        EXPECT_EQ(outcome.answer->type, wire::MessageType::kError);
+        EXPECT_EQ(outcome.answer->id, 1u);
+        EXPECT_EQ(outcome.answer->errorKind, wire::ErrorKind::kRefused);
+        EXPECT_NE(outcome.answer->error.find("refused the message: " + reason), std::string::npos)
+            << outcome.answer->error;
+      }
+    } else {
+      EXPECT_FALSE(outcome.answer) << "w1 answered: " << outcome.answer->error;
+      EXPECT_FALSE(outcome.closedWith.empty());
+    }
     EXPECT_TRUE(workerLogged(reason));
     EXPECT_TRUE(workerStillAnswers());
     auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
@@ -310,6 +360,60 @@ TEST_F(HostileMessageLimitTest, AMessageOverTheLimitClosesThePipeAndOneUnderItIs
                 "a message of " + std::to_string(payloadBytes() + over.size() * sizeof(float)) +
                     " bytes of host memory is over this worker's limit of " +
                     std::to_string(kLimit) + " bytes");
+}
+
+// A caller that ignores the refusal (and keeps the pipe open) has it closed by
+// w1 after the grace period.
+TEST_F(HostileMessageLimitTest, APipeWhoseCallerIgnoresTheRefusalIsClosedAfterTheGracePeriod) {
+  std::vector<float> over(kLimit / sizeof(float) + 1);
+  auto start = Clock::now();
+  Outcome outcome = send(identityCall(tensorEntry(c10::kFloat, {static_cast<int64_t>(over.size())},
+                                                  over.data(), over.size() * sizeof(float))),
+                         true);
+  ASSERT_TRUE(outcome.answer) << "closed without an answer: " << outcome.closedWith;
+  EXPECT_EQ(outcome.answer->errorKind, wire::ErrorKind::kRefused);
+  EXPECT_FALSE(outcome.closedAfterAnswer.empty()) << "w1 kept the pipe open";
+  EXPECT_GE(Clock::now() - start, kRefusedPipeGrace - std::chrono::seconds(1));
+  EXPECT_TRUE(workerStillAnswers());
+}
+
+// What a user sees: the driver's call with a tensor over w1's limit fails with
+// the reason, not as a broken connection, and the next call reconnects.
+TEST_F(HostileMessageLimitTest, ACallOverTheLimitFailsWithTheReasonAndTheNextOneWorks) {
+  const int64_t floats = kLimit / sizeof(float) + 1;
+  std::string message;
+  try {
+    cluster_->driver().rpcSync("w1", "identity", {at::ones({floats})});
+    ADD_FAILURE() << "the call over the limit went through";
+  } catch (const runtime::RpcError& e) {
+    EXPECT_EQ(e.code(), runtime::ErrorCode::kBadMessage) << e.what();
+    message = e.what();
+  }
+  EXPECT_NE(message.find("refused the message: a message of "), std::string::npos) << message;
+  EXPECT_NE(message.find("over this worker's limit of " + std::to_string(kLimit) + " bytes"),
+            std::string::npos)
+      << message;
+  EXPECT_TRUE(workerStillAnswers());
+  auto small = cluster_->driver().rpcSync("w1", "identity", {at::ones({4})}).toTensor();
+  EXPECT_EQ(small.sum().item<float>(), 4.0f);
+}
+
+// The other calls on the refused pipe fail at once, with the reason, instead of
+// waiting for answers that cannot come.
+TEST_F(HostileMessageLimitTest, TheOtherCallsOnARefusedPipeFailWithTheReason) {
+  auto& driver = cluster_->driver();
+  auto waiting = driver.rpcAsync("w1", "sleep_ms", {int64_t{3000}});
+  auto start = Clock::now();
+  EXPECT_THROW(driver.rpcSync("w1", "identity", {at::ones({int64_t{kLimit / sizeof(float) + 1}})}),
+               runtime::RpcError);
+  ASSERT_TRUE(waiting.waitFor(kBound));
+  ASSERT_TRUE(waiting.hasError());
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(2500)) << "it waited for sleep_ms";
+  const std::string message = waiting.errorMessage();
+  EXPECT_NE(message.find("connection to worker 'w1' failed: worker 'w1' refused the message: "),
+            std::string::npos)
+      << message;
+  EXPECT_TRUE(workerStillAnswers());
 }
 
 // Past the limit, 2^38 floats (1 TiB) pass prepareRead's length cap (2^40
@@ -374,7 +478,7 @@ TEST_F(HostileMessageTest, AHeaderThatDoesNotDecodeClosesThePipe) {
     SCOPED_TRACE("metadata of " + std::to_string(metadata.size()) + " bytes");
     tensorpipe::Message m = identityCall(tensorEntry(c10::kFloat, {4}, values, sizeof(values)));
     m.metadata = metadata;
-    expectRefused(std::move(m), "bad header: ");
+    expectRefused(std::move(m), "bad header: ", Header::kUnreadable);
   }
 }
 

@@ -115,11 +115,25 @@ bool within10s(const std::function<bool()>& done) {
   return true;
 }
 
+runtime::RuntimeOptions observedBy(std::shared_ptr<Observer> observer) {
+  runtime::RuntimeOptions options;
+  options.observer = std::move(observer);
+  return options;
+}
+
+// Within 10 s, `n` calls of `function` on that side, all finished.
+bool finishedWithin10s(RecordingObserver& observer, bool server, const std::string& function,
+                       size_t n) {
+  return within10s([&] {
+    auto calls = observer.calls(server, function);
+    return calls.size() == n &&
+           std::all_of(calls.begin(), calls.end(), [](const auto& c) { return c.finishes > 0; });
+  });
+}
+
 TEST(RuntimeObserver, SeesEveryCallStartAndFinishOnceOnBothSides) {
   auto observer = std::make_shared<RecordingObserver>();
-  runtime::RuntimeOptions options;
-  options.observer = observer;
-  Cluster cluster(1, options);
+  Cluster cluster(1, observedBy(observer));
   auto& rt = cluster.driver();
 
   // Client side, to a remote worker: finished before rpcSync returns.
@@ -146,26 +160,51 @@ TEST(RuntimeObserver, SeesEveryCallStartAndFinishOnceOnBothSides) {
   for (int64_t i = 0; i < 2000; ++i) futures.push_back(rt.rpcAsync("driver", "identity", {i}));
   for (int64_t i = 0; i < 2000; ++i) ASSERT_EQ(futures[i].value().toInt(), i);
 
-  EXPECT_TRUE(within10s([&] {
-    auto served = observer->calls(true, "identity");
-    return served.size() == 2000u &&
-           std::all_of(served.begin(), served.end(), [](const auto& c) { return c.finishes > 0; });
-  }));
+  EXPECT_TRUE(finishedWithin10s(*observer, true, "identity", 2000));
   expectFinishedOnce(observer->calls(true, "identity"), CallStatus::kOk, "driver");
-  EXPECT_TRUE(within10s([&] {
-    auto served = observer->calls(true, "add");
-    return served.size() == 20u &&
-           std::all_of(served.begin(), served.end(), [](const auto& c) { return c.finishes > 0; });
-  }));
+  EXPECT_TRUE(finishedWithin10s(*observer, true, "add", 20));
   expectFinishedOnce(observer->calls(true, "add"), CallStatus::kOk, "driver");
-  EXPECT_TRUE(within10s([&] {
-    auto served = observer->calls(true, "raise");
-    return served.size() == 1u && served[0].finishes > 0;
-  }));
+  EXPECT_TRUE(finishedWithin10s(*observer, true, "raise", 1));
   expectFinishedOnce(observer->calls(true, "raise"), CallStatus::kRemoteError, "driver");
-  // The client side of the same calls: 2000 + 1 identity (w1's 20 before).
+  // The client side of the identity calls: w1's 20, then the driver's own 2000.
   EXPECT_EQ(observer->calls(false, "identity").size(), 2020u);
   EXPECT_EQ(observer->unknownTokens(), 0);
+}
+
+// Calls that never get an answer are finished too: with the connection's
+// failure when the peer dies, with the shutdown's when this worker stops.
+TEST(RuntimeObserver, FinishesTheCallsABrokenPipeOrAShutdownFails) {
+  auto observer = std::make_shared<RecordingObserver>();
+  Cluster cluster(1, observedBy(observer));
+  auto& rt = cluster.driver();
+
+  auto dying = rt.rpcAsync("w1", "sleep_ms", {int64_t{30000}});
+  ASSERT_TRUE(within10s([&] { return observer->calls(false, "sleep_ms").size() == 1u; }));
+  cluster.kill(1);
+  ASSERT_TRUE(dying.waitFor(std::chrono::seconds(10)));
+  ASSERT_TRUE(dying.hasError());
+  auto calls = observer->calls(false, "sleep_ms");
+  ASSERT_EQ(calls.size(), 1u);
+  expectFinishedOnce(calls, CallStatus::kConnection, "w1");
+
+  cluster.restart(1);
+  ASSERT_TRUE(within10s([&] {
+    try {
+      return rt.rpcSync("w1", "identity", {int64_t{1}}).toInt() == 1;
+    } catch (const runtime::RpcError&) {
+      return false;  // still starting
+    }
+  }));
+  auto stopped = rt.rpcAsync("w1", "sleep_ms", {int64_t{30001}});
+  ASSERT_TRUE(within10s([&] { return observer->calls(false, "sleep_ms").size() == 2u; }));
+  rt.shutdown(runtime::ShutdownMode::kImmediate, std::chrono::seconds(5));
+  ASSERT_TRUE(stopped.waitFor(std::chrono::seconds(10)));
+  ASSERT_TRUE(stopped.hasError());
+  calls = observer->calls(false, "sleep_ms");
+  ASSERT_EQ(calls.size(), 2u);
+  for (const auto& call : calls) EXPECT_EQ(call.finishes, 1);
+  EXPECT_EQ(observer->unknownTokens(), 0);
+  cluster.kill(1);  // it would wait for the driver's shutdown barrier
 }
 
 }  // namespace

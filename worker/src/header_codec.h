@@ -50,7 +50,10 @@ enum class ErrorKind : uint8_t {
   kUnknownFunction,
   kBadRequest,  // undecodable arguments, unsupported tensor, ...
   kShuttingDown,
-  kLast = kShuttingDown,
+  // The callee refused to read the request (over its message limit, bad
+  // tensors) and reads nothing more from this pipe: the caller closes it.
+  kRefused,
+  kLast = kRefused,
 };
 
 inline constexpr uint8_t kHasRRef = 1;

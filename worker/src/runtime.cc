@@ -73,6 +73,21 @@ RpcError connectionError(const std::string& peer, const std::string& why) {
                   "connection to worker '" + peer + "' failed: " + why);
 }
 
+// The messages a server answers by id (kResponse or kError): its caller waits.
+bool expectsAnswer(wire::MessageType type) {
+  switch (type) {
+    case wire::MessageType::kCall:
+    case wire::MessageType::kRemoteCall:
+    case wire::MessageType::kRRefFetch:
+    case wire::MessageType::kRRefUserDelete:
+    case wire::MessageType::kRRefForkRequest:
+    case wire::MessageType::kRRefChildAccept:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::string& name,
@@ -208,8 +223,12 @@ void RuntimeImpl::onAccepted(std::shared_ptr<tensorpipe::Pipe> pipe) {
   }
   readLoop(
       pipe, [this, server](IncomingMessage& msg) { onServerMessage(server, msg); },
-      [this, server](const std::string&) {
-        server->pipe->close();
+      [this, server](const std::string& why, const wire::Header* refused) {
+        if (refused != nullptr && expectsAnswer(refused->type)) {
+          refuse(server, *refused, why);
+        } else {
+          server->pipe->close();
+        }
         std::lock_guard<std::mutex> lock(serverMu_);
         for (auto it = serverPipes_.begin(); it != serverPipes_.end(); ++it) {
           if (*it == server) {
@@ -221,13 +240,12 @@ void RuntimeImpl::onAccepted(std::shared_ptr<tensorpipe::Pipe> pipe) {
 }
 
 void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
-                           std::function<void(IncomingMessage&)> onMessage,
-                           std::function<void(const std::string&)> onError) {
+                           std::function<void(IncomingMessage&)> onMessage, ReadErrorFn onError) {
   pipe->readDescriptor(
       [this, pipe, onMessage = std::move(onMessage), onError = std::move(onError)](
           const tensorpipe::Error& error, tensorpipe::Descriptor descriptor) mutable {
         if (error) {
-          onError(error.what());
+          onError(error.what(), nullptr);
           return;
         }
         auto msg = std::make_shared<IncomingMessage>();
@@ -245,21 +263,25 @@ void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
           // (its pending calls fail) rather than guess where the next message starts.
           std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
                     << pipe->getRemoteName() << "': " << bad << "\n";
-          onError(bad);
+          wire::Header header;
+          const bool decoded =
+              wire::decodeHeader(descriptor.metadata.data(), descriptor.metadata.size(), header)
+                  .empty();
+          onError(bad, decoded ? &header : nullptr);
           return;
         }
         pipe->read(std::move(allocation),
                    [this, pipe, msg, onMessage = std::move(onMessage),
                     onError = std::move(onError)](const tensorpipe::Error& error) mutable {
                      if (error) {
-                       onError(error.what());
+                       onError(error.what(), nullptr);
                        return;
                      }
                      std::string bad = dispatch(*msg, onMessage);
                      if (!bad.empty()) {
                        std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
                                  << pipe->getRemoteName() << "': " << bad << "\n";
-                       onError(bad);
+                       onError(bad, nullptr);
                        return;
                      }
                      readLoop(pipe, std::move(onMessage), std::move(onError));
@@ -352,7 +374,9 @@ void RuntimeImpl::startClientPipe(int rank, uint64_t generation,
   readLoop(
       pipe,
       [this, rank, generation](IncomingMessage& msg) { onClientMessage(rank, generation, msg); },
-      [this, rank, generation](const std::string& why) { failPeer(rank, generation, why); });
+      [this, rank, generation](const std::string& why, const wire::Header*) {
+        failPeer(rank, generation, why);
+      });
 }
 
 void RuntimeImpl::enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
@@ -451,7 +475,17 @@ bool RuntimeImpl::waitHandshake(int rank, Clock::time_point deadline, std::strin
 
 void RuntimeImpl::onClientMessage(int rank, uint64_t generation, IncomingMessage& msg) {
   if (msg.header.type != wire::MessageType::kHelloReply) {
-    completePending(msg.header.id, msg);
+    auto pending = takePending(msg.header.id);
+    if (msg.header.type == wire::MessageType::kError &&
+        msg.header.errorKind == wire::ErrorKind::kRefused) {
+      // The peer reads nothing more from this pipe: the other calls on it fail
+      // now, with the reason, and the next call connects anew -- including one
+      // made as soon as the refused call completes, hence this order.
+      failPeer(rank, generation,
+               "worker '" + workers_[rank].name + "' " + msg.header.error +
+                   " (and reads nothing more from this connection)");
+    }
+    if (pending) completePending(std::move(*pending), msg);
     return;
   }
   Peer& peer = *peers_[rank];
@@ -500,14 +534,14 @@ void RuntimeImpl::failPeer(int rank, uint64_t generation, const std::string& why
   peer.handshakeCv.notify_all();
   broken->close();
   // Fail every call still waiting on that pipe; the next call dials again.
-  std::vector<std::shared_ptr<detail::FutureState>> failed;
+  std::vector<Pending> failed;
   {
     std::lock_guard<std::mutex> lock(pendingMu_);
     failedPipes_[rank] = {generation, why};  // calls registered from now on fail at once
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (it->second.peer == rank && it->second.generation == generation) {
-        failed.push_back(std::move(it->second.future));
         deadlines_.erase({it->second.deadline, it->first});
+        failed.push_back(std::move(it->second));
         it = pending_.erase(it);
       } else {
         ++it;
@@ -515,8 +549,7 @@ void RuntimeImpl::failPeer(int rank, uint64_t generation, const std::string& why
     }
   }
   pendingCv_.notify_all();
-  auto error = std::make_exception_ptr(connectionError(peer.info.name, why));
-  for (auto& f : failed) f->fail(error);
+  failPending(std::move(failed), std::make_exception_ptr(connectionError(peer.info.name, why)));
 }
 
 std::vector<ChannelChoice> RuntimeImpl::channelChoices() const {

@@ -35,6 +35,7 @@ ErrorCode codeOf(wire::ErrorKind kind) {
     case wire::ErrorKind::kUnknownFunction:
       return ErrorCode::kUnknownFunction;
     case wire::ErrorKind::kBadRequest:
+    case wire::ErrorKind::kRefused:
       return ErrorCode::kBadMessage;
     case wire::ErrorKind::kShuttingDown:
       return ErrorCode::kShutdown;
@@ -139,17 +140,18 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   return future;
 }
 
-void RuntimeImpl::completePending(uint64_t id, IncomingMessage& msg) {
-  Pending pending;
-  {
-    std::lock_guard<std::mutex> lock(pendingMu_);
-    auto it = pending_.find(id);
-    if (it == pending_.end()) return;  // timed out or failed already
-    pending = std::move(it->second);
-    if (pending.deadline != Clock::time_point::max()) deadlines_.erase({pending.deadline, id});
-    pending_.erase(it);
-    if (pending_.empty()) pendingCv_.notify_all();
-  }
+std::optional<RuntimeImpl::Pending> RuntimeImpl::takePending(uint64_t id) {
+  std::lock_guard<std::mutex> lock(pendingMu_);
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return std::nullopt;  // timed out or failed already
+  Pending pending = std::move(it->second);
+  if (pending.deadline != Clock::time_point::max()) deadlines_.erase({pending.deadline, id});
+  pending_.erase(it);
+  if (pending_.empty()) pendingCv_.notify_all();
+  return pending;
+}
+
+void RuntimeImpl::completePending(Pending pending, IncomingMessage& msg) {
   const std::string& peerName = workers_[pending.peer].name;
   std::exception_ptr error;
   c10::IValue value;
@@ -186,18 +188,43 @@ void RuntimeImpl::completePending(uint64_t id, IncomingMessage& msg) {
   }
 }
 
+void RuntimeImpl::failPending(std::vector<Pending> calls, const std::exception_ptr& error) {
+  const CallStatus status = statusOf(error);
+  const EventTime now;  // one read for all of them, and only for an observer
+  for (auto& call : calls) {
+    if (options_.observer) {
+      options_.observer->callFinished(call.function, workers_[call.peer].name, status,
+                                      call.observed, now);
+    }
+    call.future->fail(error);
+  }
+}
+
 void RuntimeImpl::timeoutLoop() {
   std::unique_lock<std::mutex> lock(pendingMu_);
   while (!stopTimeouts_) {
-    if (deadlines_.empty()) {
-      pendingCv_.wait(lock);
+    const auto now = Clock::now();
+    if (!closes_.empty() && closes_.begin()->first <= now) {
+      std::shared_ptr<tensorpipe::Pipe> pipe = std::move(closes_.begin()->second);
+      closes_.erase(closes_.begin());
+      lock.unlock();
+      pipe->close();
+      pipe.reset();
+      lock.lock();
+      continue;
+    }
+    if (deadlines_.empty() || now < deadlines_.begin()->first) {
+      auto next = Clock::time_point::max();
+      if (!deadlines_.empty()) next = deadlines_.begin()->first;
+      if (!closes_.empty()) next = std::min(next, closes_.begin()->first);
+      if (next == Clock::time_point::max()) {
+        pendingCv_.wait(lock);
+      } else {
+        pendingCv_.wait_until(lock, next);
+      }
       continue;
     }
     auto first = *deadlines_.begin();
-    if (Clock::now() < first.first) {
-      pendingCv_.wait_until(lock, first.first);
-      continue;
-    }
     deadlines_.erase(deadlines_.begin());
     auto it = pending_.find(first.second);
     if (it == pending_.end()) continue;
@@ -418,6 +445,24 @@ void RuntimeImpl::replyError(const std::shared_ptr<ServerPipe>& server, uint64_t
   h.errorKind = kind;
   h.error = message;
   writeServer(server, makeMessage(h, nullptr));
+}
+
+void RuntimeImpl::refuse(const std::shared_ptr<ServerPipe>& server, const wire::Header& refused,
+                         const std::string& why) {
+  // The refused message's bytes are still on their way and cannot be skipped,
+  // so this pipe is read no more. Closing it at once would race the answer
+  // (the caller's side fails on the first of the pipe's connections to see the
+  // close), so the caller closes it when the answer arrives; a caller that does
+  // not gets it closed after a grace period.
+  wire::Header h;
+  h.type = wire::MessageType::kError;
+  h.id = refused.id;
+  h.errorKind = wire::ErrorKind::kRefused;
+  h.error = "refused the message: " + why;
+  writeServer(server, makeMessage(h, nullptr));
+  std::lock_guard<std::mutex> lock(pendingMu_);
+  closes_.emplace(Clock::now() + kRefusedPipeGrace, server->pipe);
+  pendingCv_.notify_all();
 }
 
 void RuntimeImpl::writeServer(const std::shared_ptr<ServerPipe>& server,

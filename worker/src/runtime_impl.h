@@ -127,9 +127,12 @@ class RuntimeImpl {
   void acceptLoop();
   void onAccepted(std::shared_ptr<tensorpipe::Pipe> pipe);
   // Reads messages one after another, calling onMessage for each, until an error.
+  // onError gets why; and, when this worker refused a message whose header it
+  // could read (too large, bad tensors), that header, so that the caller can be
+  // told why (else null). The pipe is not read again either way.
+  using ReadErrorFn = std::function<void(const std::string& why, const wire::Header* refused)>;
   void readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
-                std::function<void(IncomingMessage&)> onMessage,
-                std::function<void(const std::string&)> onError);
+                std::function<void(IncomingMessage&)> onMessage, ReadErrorFn onError);
   // Hands a message just read to onMessage (each message of a batch, in turn),
   // with its arrival time set (IncomingMessage::arrived); an error string for a
   // malformed batch.
@@ -174,7 +177,17 @@ class RuntimeImpl {
                   const std::string& message);
   void writeServer(const std::shared_ptr<ServerPipe>& server,
                    std::shared_ptr<OutgoingMessage> message);
-  void completePending(uint64_t id, IncomingMessage& msg);
+  // Answers a request this worker refused to read (`why`) with a kRefused
+  // error, and closes the pipe after kRefusedPipeGrace unless the caller did.
+  void refuse(const std::shared_ptr<ServerPipe>& server, const wire::Header& refused,
+              const std::string& why);
+  // The call waiting for answer `id`, taken out of pending_ (none: it timed out
+  // or failed already); then completed with the answer `msg`.
+  std::optional<Pending> takePending(uint64_t id);
+  void completePending(Pending pending, IncomingMessage& msg);
+  // Fails calls taken out of pending_ (a broken pipe, shutdown) with `error`,
+  // each recorded by the observer as finished.
+  void failPending(std::vector<Pending> calls, const std::exception_ptr& error);
   void timeoutLoop();
   Future runLocal(const Registered& fn, const WorkerInfo& caller, const std::string& name,
                   std::vector<c10::IValue> args);
@@ -204,7 +217,12 @@ class RuntimeImpl {
   std::mutex pendingMu_;
   std::unordered_map<uint64_t, Pending> pending_;
   std::set<std::pair<Clock::time_point, uint64_t>> deadlines_;
-  std::condition_variable pendingCv_;  // deadlines changed / pending drained
+  // Server pipes that refused a message, kept open (a pipe closes when its last
+  // reference goes) until then for the caller to read the answer (refuse());
+  // the timeout thread closes them.
+  std::multimap<Clock::time_point, std::shared_ptr<tensorpipe::Pipe>> closes_;
+  static constexpr std::chrono::seconds kRefusedPipeGrace{10};
+  std::condition_variable pendingCv_;  // deadlines or closes changed / pending drained
   std::atomic<uint64_t> nextCallId_{1};
   std::thread timeoutThread_;
   bool stopTimeouts_ = false;  // under pendingMu_

@@ -92,19 +92,20 @@ void RuntimeImpl::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline
     context_->close();
     context_->join();
   }
-  std::vector<std::shared_ptr<detail::FutureState>> failed;
+  std::vector<Pending> failed;
   {
     std::lock_guard<std::mutex> lock(pendingMu_);
-    for (auto& [id, p] : pending_) failed.push_back(std::move(p.future));
+    for (auto& [id, p] : pending_) failed.push_back(std::move(p));
     pending_.clear();
     deadlines_.clear();
+    closes_.clear();  // the context is closed: so are they
     stopTimeouts_ = true;
   }
   pendingCv_.notify_all();
   if (timeoutThread_.joinable()) timeoutThread_.join();
-  auto error = std::make_exception_ptr(
-      RpcError(ErrorCode::kShutdown, self().name, "worker '" + self().name + "' shut down"));
-  for (auto& f : failed) f->fail(error);
+  failPending(std::move(failed),
+              std::make_exception_ptr(RpcError(ErrorCode::kShutdown, self().name,
+                                               "worker '" + self().name + "' shut down")));
   pool_->stop();
   rrefs_->clear();
   {
