@@ -278,15 +278,16 @@ class HostileMessageTest : public ::testing::Test {
   }
 
   // The contract for every hostile message: a call whose header w1 could read
-  // is answered with an error that says why, then the pipe closes; one whose
-  // header it could not read gets the close alone.
-  enum class Header { kReadable, kUnreadable };
+  // is answered with a kRefused error that says why (send() then closes the
+  // pipe, as the runtime's caller side does); one whose header it could not
+  // read gets the close alone.
+  enum class HeaderReadable { kYes, kNo };
   void expectRefused(tensorpipe::Message message, const std::string& reason,
-                     Header header = Header::kReadable) {
+                     HeaderReadable header = HeaderReadable::kYes) {
     auto start = Clock::now();
     Outcome outcome = send(std::move(message));
     EXPECT_FALSE(outcome.hung) << "w1 neither answered nor closed the pipe within 10 s";
-    if (header == Header::kReadable) {
+    if (header == HeaderReadable::kYes) {
       EXPECT_TRUE(outcome.answer) << "closed without an answer: " << outcome.closedWith;
       if (outcome.answer) {
         EXPECT_EQ(outcome.answer->type, wire::MessageType::kError);
@@ -478,7 +479,7 @@ TEST_F(HostileMessageTest, AHeaderThatDoesNotDecodeClosesThePipe) {
     SCOPED_TRACE("metadata of " + std::to_string(metadata.size()) + " bytes");
     tensorpipe::Message m = identityCall(tensorEntry(c10::kFloat, {4}, values, sizeof(values)));
     m.metadata = metadata;
-    expectRefused(std::move(m), "bad header: ", Header::kUnreadable);
+    expectRefused(std::move(m), "bad header: ", HeaderReadable::kNo);
   }
 }
 

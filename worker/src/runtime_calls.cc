@@ -460,9 +460,15 @@ void RuntimeImpl::refuse(const std::shared_ptr<ServerPipe>& server, const wire::
   h.errorKind = wire::ErrorKind::kRefused;
   h.error = "refused the message: " + why;
   writeServer(server, makeMessage(h, nullptr));
-  std::lock_guard<std::mutex> lock(pendingMu_);
-  closes_.emplace(Clock::now() + kRefusedPipeGrace, server->pipe);
-  pendingCv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(pendingMu_);
+    if (!stopTimeouts_) {
+      closes_.emplace(Clock::now() + kRefusedPipeGrace, server->pipe);
+      pendingCv_.notify_all();
+      return;
+    }
+  }
+  server->pipe->close();  // shutting down: the timeout thread is gone
 }
 
 void RuntimeImpl::writeServer(const std::shared_ptr<ServerPipe>& server,
