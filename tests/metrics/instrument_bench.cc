@@ -8,7 +8,8 @@
 //    the order rotates every round, and the figure is the median over rounds of
 //    each round's ratio to the plain run of the same round.
 // 2. The decorator's own cost per transfer, free of system noise: sends through
-//    a channel that completes at once, with and without the decorator.
+//    a channel that completes at once, without the decorator, with it paused
+//    (rpcjob/metrics/recording.h) and with it recording.
 // Target: overhead < 3 % on the round trip.
 //
 //   instrument_bench [iterations per round] [rounds]
@@ -27,6 +28,7 @@
 #include "pipe_pair.h"
 #include "rpcjob/instrument/instrument.h"
 #include "rpcjob/metrics/metrics.h"
+#include "rpcjob/metrics/recording.h"
 
 namespace {
 
@@ -100,15 +102,21 @@ double nsPerSend(tensorpipe::channel::Channel& channel, int n) {
   return std::chrono::duration<double, std::nano>(elapsed).count() / done;
 }
 
-// Warms both up, measures both, prints plain -> decorated (+ the difference).
+// Warms up, measures plain, the decorator paused (present, not recording: what
+// metrics cost when a worker has them but the bench switched them off) and the
+// decorator recording; prints the three and the differences to plain.
 template <typename T>
 void printCost(const char* what, T& plain, T& decorated, double (*nsPerOp)(T&, int), int n) {
   nsPerOp(plain, n / 10);
   nsPerOp(decorated, n / 10);
   const double plainNs = nsPerOp(plain, n);
+  metrics::setRecording(false);
+  const double pausedNs = nsPerOp(decorated, n);
+  metrics::setRecording(true);
   const double decoratedNs = nsPerOp(decorated, n);
-  std::printf("decorator cost per %s: %.1f ns -> %.1f ns (+%.1f ns)\n", what, plainNs, decoratedNs,
-              decoratedNs - plainNs);
+  std::printf(
+      "decorator cost per %s: %.1f ns plain, %.1f ns paused (+%.1f), %.1f ns recording (+%.1f)\n",
+      what, plainNs, pausedNs, pausedNs - plainNs, decoratedNs, decoratedNs - plainNs);
 }
 
 }  // namespace
