@@ -1,0 +1,241 @@
+#pragma once
+// The protocol rpcjob's copy channels share (channels/mtcma, cuda/nvlink_channel):
+// the sender posts one fixed-size message describing its buffer on the control
+// connection and holds the send until the receiver acks, since the receiver reads
+// the sender's memory in place; the receiver pairs receives with arrived sends in
+// order (TensorPipe posts them in the same order on both sides), copies, and acks.
+// The first error fails everything pending, on both sides: a peer cannot tell how
+// far the other got.
+//
+// A channel derives from CopyChannel<Itself, Wire, PendingSend, PendingRecv> and
+// befriends it. It supplies:
+//   Wire: trivially copyable, with `CopyKind kind`, `uint64_t seq`, `uint64_t length`
+//   PendingSend: `TSendCallback callback`;  PendingRecv: `size_t length`,
+//     `TRecvCallback callback`
+//   static Error makeError(const std::string&)
+//   static constexpr bool kStrictMessages: a malformed message names its size and an
+//     unknown kind fails the channel; false reads any kind but an ack as a send
+//   bool describe(Buffer&, Wire&, PendingSend&, std::string& error): the sender's side
+//   void release(PendingSend&): a send that ends without reaching its ack
+//   Error acked(PendingSend&, const Wire& ack)
+//   static PendingRecv pendingRecv(Buffer&, size_t length, TRecvCallback)
+//   void copy(PendingRecv, const Wire& send): ends in acknowledge() or fail()
+// The calls are resolved at compile time: the hot path costs what a hand-written
+// channel does.
+
+#include <tensorpipe/channel/channel.h>
+#include <tensorpipe/common/buffer.h>
+#include <tensorpipe/common/error.h>
+#include <tensorpipe/transport/connection.h>
+
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace rpcjob::runtime::channels {
+
+// The first field of every control message, as it has always been on the wire.
+enum class CopyKind : uint32_t { kSend = 1, kAck = 2 };
+
+// "<channel>: <what>", the text TensorPipe reports for a channel's errors.
+class ChannelError final : public tensorpipe::BaseError {
+ public:
+  ChannelError(const char* channel, std::string what) : channel_(channel), what_(std::move(what)) {}
+  std::string what() const override { return std::string(channel_) + ": " + what_; }
+
+ private:
+  const char* channel_;
+  std::string what_;
+};
+
+// What CopyContext needs of its channels beyond TensorPipe's interface.
+class CopyChannelBase : public tensorpipe::channel::Channel {
+ public:
+  // Starts reading the control connection; called once, right after creation.
+  virtual void start() = 0;
+};
+
+template <typename Impl, typename Wire, typename PendingSend, typename PendingRecv>
+class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<Impl> {
+  static_assert(std::is_trivially_copyable_v<Wire>, "control messages are copied as bytes");
+
+ public:
+  explicit CopyChannel(std::shared_ptr<tensorpipe::transport::Connection> connection)
+      : connection_(std::move(connection)) {}
+
+  void start() final { readNext(); }
+
+  void send(tensorpipe::Buffer buffer, size_t length,
+            tensorpipe::channel::TSendCallback callback) final {
+    if (length == 0) {
+      callback(tensorpipe::Error::kSuccess);
+      return;
+    }
+    auto m = std::make_shared<Wire>();
+    m->kind = CopyKind::kSend;
+    m->length = length;
+    PendingSend s;
+    s.callback = std::move(callback);
+    std::string error;
+    if (!impl().describe(buffer, *m, s, error)) {
+      s.callback(Impl::makeError(error));
+      return;
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!error_.empty()) {
+        std::string e = error_;
+        lock.unlock();
+        impl().release(s);
+        s.callback(Impl::makeError(e));
+        return;
+      }
+      m->seq = nextSeq_++;
+      sends_.emplace(m->seq, std::move(s));
+    }
+    post(std::move(m));
+  }
+
+  void recv(tensorpipe::Buffer buffer, size_t length,
+            tensorpipe::channel::TRecvCallback callback) final {
+    if (length == 0) {
+      callback(tensorpipe::Error::kSuccess);
+      return;
+    }
+    PendingRecv r = Impl::pendingRecv(buffer, length, std::move(callback));
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!error_.empty()) {
+      std::string e = error_;
+      lock.unlock();
+      r.callback(Impl::makeError(e));
+      return;
+    }
+    recvs_.push_back(std::move(r));
+    matchLocked(lock);
+  }
+
+  void setId(std::string) final {}
+  void close() final { fail("channel closed"); }
+
+ protected:
+  // An ack for `send`, for the channel to complete and pass to acknowledge().
+  static std::shared_ptr<Wire> ackFor(const Wire& send) {
+    auto ack = std::make_shared<Wire>();
+    ack->kind = CopyKind::kAck;
+    ack->seq = send.seq;
+    return ack;
+  }
+
+  // Acks the sender, then completes the receive ("": success).
+  void acknowledge(std::shared_ptr<Wire> ack, PendingRecv& r, const std::string& error) {
+    post(std::move(ack));
+    r.callback(error.empty() ? tensorpipe::Error::kSuccess : Impl::makeError(error));
+  }
+
+  // Why the channel failed, "" while it works.
+  std::string failure() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+  void fail(const std::string& why) {
+    std::map<uint64_t, PendingSend> sends;
+    std::deque<PendingRecv> recvs;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (error_.empty()) error_ = why;
+      sends.swap(sends_);
+      recvs.swap(recvs_);
+      arrived_.clear();
+    }
+    connection_->close();
+    for (auto& [seq, s] : sends) {
+      impl().release(s);
+      s.callback(Impl::makeError(why));
+    }
+    for (auto& r : recvs) r.callback(Impl::makeError(why));
+  }
+
+ private:
+  Impl& impl() { return static_cast<Impl&>(*this); }
+
+  // `m` lives until the write completes.
+  void post(std::shared_ptr<Wire> m) {
+    auto self = this->shared_from_this();
+    const Wire* bytes = m.get();
+    connection_->write(bytes, sizeof(Wire), [self, m = std::move(m)](const tensorpipe::Error& e) {
+      if (e) self->fail(e.what());
+    });
+  }
+
+  void readNext() {
+    auto self = this->shared_from_this();
+    connection_->read([self](const tensorpipe::Error& e, const void* ptr, size_t length) {
+      if (e) {
+        self->fail(e.what());
+        return;
+      }
+      if (length != sizeof(Wire)) {
+        self->fail(Impl::kStrictMessages
+                       ? "malformed control message (" + std::to_string(length) + " bytes)"
+                       : "malformed control message");
+        return;
+      }
+      Wire m;
+      std::memcpy(&m, ptr, sizeof(m));
+      if (m.kind == CopyKind::kAck) {
+        self->onAck(m);
+      } else if (m.kind == CopyKind::kSend || !Impl::kStrictMessages) {
+        std::unique_lock<std::mutex> lock(self->mu_);
+        self->arrived_.push_back(m);
+        self->matchLocked(lock);
+      } else {
+        self->fail("unknown control message kind");
+        return;
+      }
+      self->readNext();
+    });
+  }
+
+  void onAck(const Wire& ack) {
+    PendingSend s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = sends_.find(ack.seq);
+      if (it == sends_.end()) return;
+      s = std::move(it->second);
+      sends_.erase(it);
+    }
+    tensorpipe::Error result = impl().acked(s, ack);
+    s.callback(result);
+  }
+
+  // The copies run outside the lock: they may take long, or complete inline.
+  void matchLocked(std::unique_lock<std::mutex>& lock) {
+    while (!recvs_.empty() && !arrived_.empty()) {
+      PendingRecv r = std::move(recvs_.front());
+      recvs_.pop_front();
+      Wire m = arrived_.front();
+      arrived_.pop_front();
+      lock.unlock();
+      impl().copy(std::move(r), m);
+      lock.lock();
+    }
+  }
+
+  std::shared_ptr<tensorpipe::transport::Connection> connection_;
+  std::mutex mu_;
+  std::string error_;
+  uint64_t nextSeq_ = 1;
+  std::map<uint64_t, PendingSend> sends_;
+  std::deque<PendingRecv> recvs_;
+  std::deque<Wire> arrived_;
+};
+
+}  // namespace rpcjob::runtime::channels
