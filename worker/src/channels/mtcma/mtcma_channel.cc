@@ -1,6 +1,6 @@
 #include "mtcma_channel.h"
 
-#include "../open_channels.h"
+#include "../copy_context.h"
 
 #include <sys/prctl.h>
 #include <sys/uio.h>
@@ -25,7 +25,6 @@
 #include <deque>
 #include <fstream>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -39,19 +38,6 @@ using tensorpipe::Buffer;
 using tensorpipe::CpuBuffer;
 using tensorpipe::Device;
 using tensorpipe::Error;
-
-class MtCmaError final : public tensorpipe::BaseError {
- public:
-  explicit MtCmaError(std::string what) : what_(std::move(what)) {}
-  std::string what() const override { return std::string(kMtCmaChannelName) + ": " + what_; }
-
- private:
-  std::string what_;
-};
-
-Error makeError(const std::string& what) {
-  return Error(std::make_shared<MtCmaError>(what), __FILE__, __LINE__);
-}
 
 size_t envSize(const char* name, size_t fallback) {
   const char* v = std::getenv(name);
@@ -167,16 +153,24 @@ std::string readRemote(pid_t pid, char* local, uint64_t remote, size_t length) {
   return "";
 }
 
-enum class Kind : uint32_t { kSend = 1, kAck = 2 };
-
 // One fixed-size control message, both ways.
 struct WireMessage {
-  Kind kind = Kind::kSend;
+  CopyKind kind = CopyKind::kSend;
   uint32_t status = 0;  // kAck: 0 ok, 1 the receiver failed to read
   uint64_t seq = 0;
   int64_t pid = 0;
   uint64_t address = 0;
   uint64_t length = 0;
+};
+static_assert(sizeof(WireMessage) == 40, "the wire format peers of older versions read");
+
+struct PendingSend {
+  tensorpipe::channel::TSendCallback callback;
+};
+struct PendingRecv {
+  char* ptr;
+  size_t length;
+  tensorpipe::channel::TRecvCallback callback;
 };
 
 // Runs tasks on a few threads; drains its queue before the threads exit. The
@@ -245,38 +239,26 @@ class CopyPool {
 
 class MtCmaChannel;
 
-class MtCmaContext final : public tensorpipe::channel::Context,
-                           public std::enable_shared_from_this<MtCmaContext> {
+class MtCmaContext final : public CopyContext, public std::enable_shared_from_this<MtCmaContext> {
  public:
   explicit MtCmaContext(size_t threads) {
     std::string why;
     std::string descriptor = makeDescriptor(why);
     if (descriptor.empty()) return;  // not viable: TensorPipe never sees it
-    descriptors_[Device{tensorpipe::kCpuDeviceType, 0}] = std::move(descriptor);
     size_t hardware = std::max<size_t>(1, std::thread::hardware_concurrency());
     if (threads == 0) threads = envSize("RPCJOB_MTCMA_THREADS", std::min<size_t>(8, hardware));
     chunkBytes_ = envSize("RPCJOB_MTCMA_CHUNK_BYTES", 0);
     pool_ = std::make_unique<CopyPool>(std::max<size_t>(1, threads));
-    viable_ = true;
+    setViable({{Device{tensorpipe::kCpuDeviceType, 0}, std::move(descriptor)}});
   }
   ~MtCmaContext() override {
     if (pool_) pool_->stop();
   }
 
-  bool isViable() const override { return viable_; }
-  size_t numConnectionsNeeded() const override { return 1; }
-  const std::unordered_map<Device, std::string>& deviceDescriptors() const override {
-    return descriptors_;
-  }
   bool canCommunicateWithRemote(const std::string& local,
                                 const std::string& remote) const override {
     return !local.empty() && local == remote;
   }
-  std::shared_ptr<tensorpipe::channel::Channel> createChannel(
-      std::vector<std::shared_ptr<tensorpipe::transport::Connection>> connections,
-      tensorpipe::channel::Endpoint) override;
-  void setId(std::string) override {}
-  void close() override;
   void join() override {
     close();
     if (pool_) pool_->stop();
@@ -293,75 +275,43 @@ class MtCmaContext final : public tensorpipe::channel::Context,
   }
 
  private:
-  bool viable_ = false;
+  std::shared_ptr<CopyChannelBase> makeChannel(
+      std::shared_ptr<tensorpipe::transport::Connection> connection) override;
+
   size_t chunkBytes_ = 0;
-  std::unordered_map<Device, std::string> descriptors_;
   std::unique_ptr<CopyPool> pool_;
-  OpenChannels channels_;
 };
 
-class MtCmaChannel final : public tensorpipe::channel::Channel,
-                           public std::enable_shared_from_this<MtCmaChannel> {
+class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, PendingSend, PendingRecv> {
  public:
   MtCmaChannel(std::shared_ptr<MtCmaContext> context,
                std::shared_ptr<tensorpipe::transport::Connection> connection)
-      : context_(std::move(context)), connection_(std::move(connection)) {}
-
-  void start() { readNext(); }
-
-  void send(Buffer buffer, size_t length, tensorpipe::channel::TSendCallback callback) override {
-    if (length == 0) {
-      callback(Error::kSuccess);
-      return;
-    }
-    auto m = std::make_shared<WireMessage>();
-    m->kind = Kind::kSend;
-    m->pid = static_cast<int64_t>(::getpid());
-    m->address = reinterpret_cast<uintptr_t>(buffer.unwrap<CpuBuffer>().ptr);
-    m->length = length;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (!error_.empty()) {
-        std::string e = error_;
-        lock.unlock();
-        callback(makeError(e));
-        return;
-      }
-      m->seq = nextSeq_++;
-      sends_[m->seq] = std::move(callback);
-    }
-    auto self = shared_from_this();
-    connection_->write(m.get(), sizeof(WireMessage), [self, m](const Error& e) {
-      if (e) self->fail(e.what());
-    });
-  }
-
-  void recv(Buffer buffer, size_t length, tensorpipe::channel::TRecvCallback callback) override {
-    if (length == 0) {
-      callback(Error::kSuccess);
-      return;
-    }
-    PendingRecv r{static_cast<char*>(buffer.unwrap<CpuBuffer>().ptr), length, std::move(callback)};
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!error_.empty()) {
-      std::string e = error_;
-      lock.unlock();
-      r.callback(makeError(e));
-      return;
-    }
-    recvs_.push_back(std::move(r));
-    matchLocked(lock);
-  }
-
-  void setId(std::string) override {}
-  void close() override { fail("channel closed"); }
+      : CopyChannel(std::move(connection)), context_(std::move(context)) {}
 
  private:
-  struct PendingRecv {
-    char* ptr;
-    size_t length;
-    tensorpipe::channel::TRecvCallback callback;
-  };
+  friend CopyChannel;
+
+  static constexpr bool kStrictMessages = true;
+
+  static Error makeError(const std::string& what) {
+    return Error(std::make_shared<ChannelError>(kMtCmaChannelName, what), __FILE__, __LINE__);
+  }
+
+  bool describe(Buffer& buffer, WireMessage& m, PendingSend&, std::string&) {
+    m.pid = static_cast<int64_t>(::getpid());
+    m.address = reinterpret_cast<uintptr_t>(buffer.unwrap<CpuBuffer>().ptr);
+    return true;
+  }
+  void release(PendingSend&) {}
+  Error acked(PendingSend&, const WireMessage& ack) {
+    return ack.status == 0 ? Error::kSuccess : makeError("the receiver could not read the data");
+  }
+  static PendingRecv pendingRecv(Buffer& buffer, size_t length,
+                                 tensorpipe::channel::TRecvCallback callback) {
+    return PendingRecv{static_cast<char*>(buffer.unwrap<CpuBuffer>().ptr), length,
+                       std::move(callback)};
+  }
+
   // A pooled read: the chunks count down; the last one finishes the transfer.
   struct Transfer {
     PendingRecv recv;
@@ -370,58 +320,6 @@ class MtCmaChannel final : public tensorpipe::channel::Channel,
     std::mutex mu;
     std::string error;
   };
-
-  void readNext() {
-    auto self = shared_from_this();
-    connection_->read([self](const Error& e, const void* ptr, size_t length) {
-      if (e) {
-        self->fail(e.what());
-        return;
-      }
-      if (length != sizeof(WireMessage)) {
-        self->fail("malformed control message (" + std::to_string(length) + " bytes)");
-        return;
-      }
-      WireMessage m;
-      std::memcpy(&m, ptr, sizeof(m));
-      if (m.kind == Kind::kAck) {
-        self->onAck(m);
-      } else if (m.kind == Kind::kSend) {
-        std::unique_lock<std::mutex> lock(self->mu_);
-        self->arrived_.push_back(m);
-        self->matchLocked(lock);
-      } else {
-        self->fail("unknown control message kind");
-        return;
-      }
-      self->readNext();
-    });
-  }
-
-  void onAck(const WireMessage& m) {
-    tensorpipe::channel::TSendCallback callback;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = sends_.find(m.seq);
-      if (it == sends_.end()) return;
-      callback = std::move(it->second);
-      sends_.erase(it);
-    }
-    callback(m.status == 0 ? Error::kSuccess : makeError("the receiver could not read the data"));
-  }
-
-  // Pairs receives with arrived sends, in order; the copies run outside the lock.
-  void matchLocked(std::unique_lock<std::mutex>& lock) {
-    while (!recvs_.empty() && !arrived_.empty()) {
-      PendingRecv r = std::move(recvs_.front());
-      recvs_.pop_front();
-      WireMessage m = arrived_.front();
-      arrived_.pop_front();
-      lock.unlock();
-      copy(std::move(r), m);
-      lock.lock();
-    }
-  }
 
   void copy(PendingRecv r, const WireMessage& m) {
     if (m.length != r.length) {
@@ -449,11 +347,8 @@ class MtCmaChannel final : public tensorpipe::channel::Channel,
       tasks.push_back([self, transfer, i, chunk, pid] {
         const size_t offset = i * chunk;
         const size_t length = std::min(chunk, transfer->recv.length - offset);
-        std::string error;
-        {
-          std::lock_guard<std::mutex> lock(self->mu_);
-          if (!self->error_.empty()) error = self->error_;
-        }
+        // Once the channel failed, the sender may already reuse its memory.
+        std::string error = self->failure();
         if (error.empty()) {
           error = readRemote(pid, transfer->recv.ptr + offset, transfer->request.address + offset,
                              length);
@@ -477,54 +372,17 @@ class MtCmaChannel final : public tensorpipe::channel::Channel,
 
   // Acks the sender (with the outcome) and completes the receive.
   void finish(PendingRecv r, const WireMessage& m, const std::string& error) {
-    auto ack = std::make_shared<WireMessage>();
-    ack->kind = Kind::kAck;
-    ack->seq = m.seq;
+    auto ack = ackFor(m);
     ack->status = error.empty() ? 0 : 1;
-    auto self = shared_from_this();
-    connection_->write(ack.get(), sizeof(WireMessage), [self, ack](const Error& e) {
-      if (e) self->fail(e.what());
-    });
-    r.callback(error.empty() ? Error::kSuccess : makeError(error));
-  }
-
-  void fail(const std::string& why) {
-    std::map<uint64_t, tensorpipe::channel::TSendCallback> sends;
-    std::deque<PendingRecv> recvs;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (error_.empty()) error_ = why;
-      sends.swap(sends_);
-      recvs.swap(recvs_);
-      arrived_.clear();
-    }
-    connection_->close();
-    for (auto& [seq, callback] : sends) callback(makeError(why));
-    for (auto& r : recvs) r.callback(makeError(why));
+    acknowledge(std::move(ack), r, error);
   }
 
   std::shared_ptr<MtCmaContext> context_;
-  std::shared_ptr<tensorpipe::transport::Connection> connection_;
-  std::mutex mu_;
-  std::string error_;
-  uint64_t nextSeq_ = 1;
-  std::map<uint64_t, tensorpipe::channel::TSendCallback> sends_;
-  std::deque<PendingRecv> recvs_;
-  std::deque<WireMessage> arrived_;
 };
 
-std::shared_ptr<tensorpipe::channel::Channel> MtCmaContext::createChannel(
-    std::vector<std::shared_ptr<tensorpipe::transport::Connection>> connections,
-    tensorpipe::channel::Endpoint) {
-  auto channel = std::make_shared<MtCmaChannel>(shared_from_this(), std::move(connections.at(0)));
-  const bool open = channels_.add(channel);
-  channel->start();
-  if (!open) channel->close();
-  return channel;
-}
-
-void MtCmaContext::close() {
-  channels_.closeAll();
+std::shared_ptr<CopyChannelBase> MtCmaContext::makeChannel(
+    std::shared_ptr<tensorpipe::transport::Connection> connection) {
+  return std::make_shared<MtCmaChannel>(shared_from_this(), std::move(connection));
 }
 
 }  // namespace
