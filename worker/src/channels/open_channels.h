@@ -1,7 +1,7 @@
 #pragma once
 // The channels a context of our own created and must close when it closes
-// (TensorPipe's channel::Context::close() closes every channel it made). Shared by
-// rpcjob's channels (channels/mtcma, cuda/nvlink_channel). Thread-safe.
+// (TensorPipe's channel::Context::close() closes every channel it made). Held by
+// CopyContext (copy_context.h) for rpcjob's channels. Thread-safe.
 
 #include <tensorpipe/channel/channel.h>
 

@@ -13,8 +13,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
-#include <deque>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -22,29 +20,21 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../channels/open_channels.h"
+#include "../channels/copy_context.h"
 #include "nvlink_copy.h"
 
 namespace rpcjob::runtime::cuda {
 namespace {
 
+using channels::ChannelError;
+using channels::CopyChannel;
+using channels::CopyChannelBase;
+using channels::CopyContext;
+using channels::CopyKind;
 using tensorpipe::Buffer;
 using tensorpipe::CudaBuffer;
 using tensorpipe::Device;
 using tensorpipe::Error;
-
-class NvlinkError final : public tensorpipe::BaseError {
- public:
-  explicit NvlinkError(std::string what) : what_(std::move(what)) {}
-  std::string what() const override { return "cuda_nvlink: " + what_; }
-
- private:
-  std::string what_;
-};
-
-Error makeError(const std::string& what) {
-  return Error(std::make_shared<NvlinkError>(what), __FILE__, __LINE__);
-}
 
 std::string cudaWhat(const char* call, cudaError_t e) {
   return std::string(call) + ": " + cudaGetErrorString(e);
@@ -76,11 +66,9 @@ class DeviceScope {
   int previous_ = 0;
 };
 
-enum class Kind : uint32_t { kSend = 1, kAck = 2 };
-
 // One control message; fixed size, both ways.
 struct WireMessage {
-  Kind kind;
+  CopyKind kind;
   uint32_t pad = 0;
   uint64_t seq = 0;
   int32_t pid = 0;
@@ -91,6 +79,21 @@ struct WireMessage {
   uint64_t length = 0;
   cudaIpcMemHandle_t memory;
   cudaIpcEventHandle_t event;  // kSend: sender's "ready"; kAck: receiver's "done"
+};
+static_assert(sizeof(WireMessage) == 184, "the wire format peers of older versions read");
+
+struct PendingSend {
+  tensorpipe::channel::TSendCallback callback;
+  cudaStream_t stream = nullptr;
+  int device = 0;
+  size_t slot = 0;  // of the sender's "ready" event, held until the ack
+};
+struct PendingRecv {
+  void* ptr;
+  cudaStream_t stream;
+  int device;
+  size_t length;
+  tensorpipe::channel::TRecvCallback callback;
 };
 
 struct Descriptor {
@@ -161,8 +164,7 @@ struct EventPool {
   }
 };
 
-class NvlinkContext final : public tensorpipe::channel::Context,
-                            public std::enable_shared_from_this<NvlinkContext> {
+class NvlinkContext final : public CopyContext, public std::enable_shared_from_this<NvlinkContext> {
  public:
   NvlinkContext() {
     int count = 0;
@@ -185,6 +187,7 @@ class NvlinkContext final : public tensorpipe::channel::Context,
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, i);
       smCount_.push_back(sms);
     }
+    std::unordered_map<Device, std::string> descriptors;
     for (int i = 0; i < count; ++i) {
       Descriptor d;
       d.boot = boot_;
@@ -196,7 +199,7 @@ class NvlinkContext final : public tensorpipe::channel::Context,
           d.peers.push_back(buses[j]);
         }
       }
-      descriptors_[Device{tensorpipe::kCudaDeviceType, i}] = encodeDescriptor(d);
+      descriptors[Device{tensorpipe::kCudaDeviceType, i}] = encodeDescriptor(d);
     }
     copyStreams_.resize(count);
     readyEvents_.resize(count);
@@ -205,7 +208,7 @@ class NvlinkContext final : public tensorpipe::channel::Context,
       readyEvents_[i].device = i;
       doneEvents_[i].device = i;
     }
-    viable_ = true;
+    setViable(std::move(descriptors));
   }
 
   ~NvlinkContext() override {
@@ -216,11 +219,6 @@ class NvlinkContext final : public tensorpipe::channel::Context,
     for (auto& [key, e] : remoteEvents_) cudaEventDestroy(e);
   }
 
-  bool isViable() const override { return viable_; }
-  size_t numConnectionsNeeded() const override { return 1; }
-  const std::unordered_map<Device, std::string>& deviceDescriptors() const override {
-    return descriptors_;
-  }
   bool canCommunicateWithRemote(const std::string& local,
                                 const std::string& remote) const override {
     Descriptor a;
@@ -233,14 +231,6 @@ class NvlinkContext final : public tensorpipe::channel::Context,
     };
     return has(a.peers, b.bus) && has(b.peers, a.bus);
   }
-
-  std::shared_ptr<tensorpipe::channel::Channel> createChannel(
-      std::vector<std::shared_ptr<tensorpipe::transport::Connection>> connections,
-      tensorpipe::channel::Endpoint) override;
-
-  void setId(std::string) override {}
-  void close() override;
-  void join() override { close(); }
 
   // ---- used by channels (thread safe)
 
@@ -375,13 +365,15 @@ class NvlinkContext final : public tensorpipe::channel::Context,
     uint64_t bufferId;
     int device;
   };
-  bool viable_ = false;
+
+  std::shared_ptr<CopyChannelBase> makeChannel(
+      std::shared_ptr<tensorpipe::transport::Connection> connection) override;
+
   std::string boot_;
   size_t streamsPerCopy_ = 1;
   size_t splitBytes_ = size_t{32} << 20;
   bool kernelCopy_ = false;
   std::vector<int> smCount_;
-  std::unordered_map<Device, std::string> descriptors_;
   std::mutex mu_;
   std::mutex copyMu_;
   std::map<std::pair<int, uint64_t>, Opened> opened_;
@@ -390,148 +382,60 @@ class NvlinkContext final : public tensorpipe::channel::Context,
   std::vector<std::vector<CopyStream>> copyStreams_;
   std::vector<EventPool> readyEvents_;
   std::vector<EventPool> doneEvents_;
-  OpenChannels channels_;
 };
 
-class NvlinkChannel final : public tensorpipe::channel::Channel,
-                            public std::enable_shared_from_this<NvlinkChannel> {
+class NvlinkChannel final
+    : public CopyChannel<NvlinkChannel, WireMessage, PendingSend, PendingRecv> {
  public:
   NvlinkChannel(std::shared_ptr<NvlinkContext> context,
                 std::shared_ptr<tensorpipe::transport::Connection> connection)
-      : context_(std::move(context)), connection_(std::move(connection)) {}
+      : CopyChannel(std::move(connection)), context_(std::move(context)) {}
 
-  void start() { readNext(); }
+ private:
+  friend CopyChannel;
 
-  void send(Buffer buffer, size_t length, tensorpipe::channel::TSendCallback callback) override {
-    if (length == 0) {
-      callback(Error::kSuccess);
-      return;
-    }
+  // This channel never named the size of a malformed message and took any kind but
+  // an ack for a send: kept, so that its errors stay what they were.
+  static constexpr bool kStrictMessages = false;
+
+  static Error makeError(const std::string& what) {
+    return Error(std::make_shared<ChannelError>(kNvlinkChannel, what), __FILE__, __LINE__);
+  }
+
+  bool describe(Buffer& buffer, WireMessage& m, PendingSend& s, std::string& error) {
     const CudaBuffer& b = buffer.unwrap<CudaBuffer>();
     int device = buffer.device().index;
-    auto m = std::make_shared<WireMessage>();
-    m->kind = Kind::kSend;
-    m->pid = static_cast<int32_t>(getpid());
-    m->device = device;
-    m->length = length;
-    std::string error;
-    if (!context_->exportMemory(b.ptr, device, *m, error)) {
-      callback(makeError(error));
-      return;
-    }
+    m.pid = static_cast<int32_t>(getpid());
+    m.device = device;
+    if (!context_->exportMemory(b.ptr, device, m, error)) return false;
     cudaEvent_t ready;
-    size_t slot = context_->takeReady(device, ready, m->event);
+    s.slot = context_->takeReady(device, ready, m.event);
     {
       DeviceScope scope(device);
       cudaEventRecord(ready, b.stream);
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!error_.empty()) {
-        context_->releaseReady(device, slot);
-        callback(makeError(error_));
-        return;
-      }
-      m->seq = nextSeq_++;
-      sends_[m->seq] = PendingSend{std::move(callback), b.stream, device, slot};
-    }
-    auto self = shared_from_this();
-    connection_->write(m.get(), sizeof(WireMessage), [self, m](const Error& e) {
-      if (e) self->fail(e.what());
-    });
+    s.stream = b.stream;
+    s.device = device;
+    return true;
   }
 
-  void recv(Buffer buffer, size_t length, tensorpipe::channel::TRecvCallback callback) override {
-    if (length == 0) {
-      callback(Error::kSuccess);
-      return;
-    }
-    const CudaBuffer& b = buffer.unwrap<CudaBuffer>();
-    PendingRecv r{b.ptr, b.stream, buffer.device().index, length, std::move(callback)};
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!error_.empty()) {
-      std::string e = error_;
-      lock.unlock();
-      r.callback(makeError(e));
-      return;
-    }
-    recvs_.push_back(std::move(r));
-    matchLocked(lock);
-  }
+  void release(PendingSend& s) { context_->releaseReady(s.device, s.slot); }
 
-  void setId(std::string) override {}
-
-  void close() override { fail("channel closed"); }
-
- private:
-  struct PendingSend {
-    tensorpipe::channel::TSendCallback callback;
-    cudaStream_t stream;
-    int device;
-    size_t slot;
-  };
-  struct PendingRecv {
-    void* ptr;
-    cudaStream_t stream;
-    int device;
-    size_t length;
-    tensorpipe::channel::TRecvCallback callback;
-  };
-
-  void readNext() {
-    auto self = shared_from_this();
-    connection_->read([self](const Error& e, const void* ptr, size_t length) {
-      if (e) {
-        self->fail(e.what());
-        return;
-      }
-      if (length != sizeof(WireMessage)) {
-        self->fail("malformed control message");
-        return;
-      }
-      WireMessage m;
-      std::memcpy(&m, ptr, sizeof(m));
-      if (m.kind == Kind::kAck) {
-        self->onAck(m);
-      } else {
-        std::unique_lock<std::mutex> lock(self->mu_);
-        self->arrived_.push_back(m);
-        self->matchLocked(lock);
-      }
-      self->readNext();
-    });
-  }
-
-  void onAck(const WireMessage& m) {
-    PendingSend s;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = sends_.find(m.seq);
-      if (it == sends_.end()) return;
-      s = std::move(it->second);
-      sends_.erase(it);
-    }
+  Error acked(PendingSend& s, const WireMessage& ack) {
     std::string error;
-    cudaEvent_t done = context_->openEvent(m.event, s.device, error);
+    cudaEvent_t done = context_->openEvent(ack.event, s.device, error);
     if (done != nullptr) {
       DeviceScope scope(s.device);
       cudaStreamWaitEvent(s.stream, done, 0);  // the memory is free once the copy is
     }
     context_->releaseReady(s.device, s.slot);
-    s.callback(done != nullptr ? Error::kSuccess : makeError(error));
+    return done != nullptr ? Error::kSuccess : makeError(error);
   }
 
-  // Pairs receives with arrived sends, in order; runs the copies outside the lock.
-  void matchLocked(std::unique_lock<std::mutex>& lock) {
-    while (!recvs_.empty() && !arrived_.empty()) {
-      PendingRecv r = std::move(recvs_.front());
-      recvs_.pop_front();
-      WireMessage m = arrived_.front();
-      arrived_.pop_front();
-      lock.unlock();
-      copy(std::move(r), m);
-      lock.lock();
-    }
+  static PendingRecv pendingRecv(Buffer& buffer, size_t length,
+                                 tensorpipe::channel::TRecvCallback callback) {
+    const CudaBuffer& b = buffer.unwrap<CudaBuffer>();
+    return PendingRecv{b.ptr, b.stream, buffer.device().index, length, std::move(callback)};
   }
 
   void copy(PendingRecv r, const WireMessage& m) {
@@ -548,9 +452,7 @@ class NvlinkChannel final : public tensorpipe::channel::Channel,
       return;
     }
     const char* src = static_cast<const char*>(base) + m.offset;
-    auto ack = std::make_shared<WireMessage>();
-    ack->kind = Kind::kAck;
-    ack->seq = m.seq;
+    auto ack = ackFor(m);
     {
       DeviceScope scope(r.device);
       if (r.length < context_->splitBytes()) {
@@ -578,11 +480,7 @@ class NvlinkChannel final : public tensorpipe::channel::Channel,
       cudaError_t e = cudaGetLastError();
       if (e != cudaSuccess) error = cudaWhat("copy", e);
     }
-    auto self = shared_from_this();
-    connection_->write(ack.get(), sizeof(WireMessage), [self, ack](const Error& e) {
-      if (e) self->fail(e.what());
-    });
-    r.callback(error.empty() ? Error::kSuccess : makeError(error));
+    acknowledge(std::move(ack), r, error);
   }
 
   void copyOn(void* dst, const void* src, size_t length, int device, cudaStream_t stream) {
@@ -593,45 +491,12 @@ class NvlinkChannel final : public tensorpipe::channel::Channel,
     cudaMemcpyAsync(dst, src, length, cudaMemcpyDeviceToDevice, stream);
   }
 
-  void fail(const std::string& why) {
-    std::map<uint64_t, PendingSend> sends;
-    std::deque<PendingRecv> recvs;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (error_.empty()) error_ = why;
-      sends.swap(sends_);
-      recvs.swap(recvs_);
-    }
-    connection_->close();
-    for (auto& [seq, s] : sends) {
-      context_->releaseReady(s.device, s.slot);
-      s.callback(makeError(why));
-    }
-    for (auto& r : recvs) r.callback(makeError(why));
-  }
-
   std::shared_ptr<NvlinkContext> context_;
-  std::shared_ptr<tensorpipe::transport::Connection> connection_;
-  std::mutex mu_;
-  std::string error_;
-  uint64_t nextSeq_ = 1;
-  std::map<uint64_t, PendingSend> sends_;
-  std::deque<PendingRecv> recvs_;
-  std::deque<WireMessage> arrived_;
 };
 
-std::shared_ptr<tensorpipe::channel::Channel> NvlinkContext::createChannel(
-    std::vector<std::shared_ptr<tensorpipe::transport::Connection>> connections,
-    tensorpipe::channel::Endpoint) {
-  auto channel = std::make_shared<NvlinkChannel>(shared_from_this(), std::move(connections.at(0)));
-  const bool open = channels_.add(channel);
-  channel->start();
-  if (!open) channel->close();
-  return channel;
-}
-
-void NvlinkContext::close() {
-  channels_.closeAll();
+std::shared_ptr<CopyChannelBase> NvlinkContext::makeChannel(
+    std::shared_ptr<tensorpipe::transport::Connection> connection) {
+  return std::make_shared<NvlinkChannel>(shared_from_this(), std::move(connection));
 }
 
 }  // namespace
