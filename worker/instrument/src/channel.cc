@@ -7,8 +7,8 @@
 
 #include <tensorpipe/channel/channel.h>
 
+#include "context_id.h"
 #include "rpcjob/instrument/instrument.h"
-#include "rpcjob/instrument/peer_id.h"
 #include "rpcjob/metrics/channel_metrics.h"
 #include "rpcjob/metrics/recording.h"
 #include "rpcjob/metrics/tick_clock.h"
@@ -41,8 +41,7 @@ struct Shared {
   metrics::ChannelMetrics& metrics;
   const std::shared_ptr<TransferTimer> timer;
   const double nanosPerTick;
-  std::mutex mutex;
-  std::string contextId;  // from Context::setId; guarded by mutex
+  ContextId contextId;
 };
 
 class InstrumentedChannel final : public tensorpipe::channel::Channel {
@@ -74,12 +73,7 @@ class InstrumentedChannel final : public tensorpipe::channel::Channel {
   }
 
   void setId(std::string id) override {
-    std::string contextId;
-    {
-      std::lock_guard<std::mutex> lock(shared_->mutex);
-      contextId = shared_->contextId;
-    }
-    std::string peer = peerFromId(contextId, id);
+    std::string peer = shared_->contextId.peerOf(id);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       peer_ = std::move(peer);
@@ -192,10 +186,7 @@ class InstrumentedChannelContext final : public tensorpipe::channel::Context {
   }
 
   void setId(std::string id) override {
-    {
-      std::lock_guard<std::mutex> lock(shared_->mutex);
-      shared_->contextId = contextIdFromId(id, shared_->name);
-    }
+    shared_->contextId.set(id, shared_->name);
     inner_->setId(std::move(id));
   }
 

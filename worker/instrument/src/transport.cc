@@ -8,15 +8,14 @@
 // when the connection goes away unbound).
 
 #include <atomic>
-#include <mutex>
 #include <utility>
 
 #include <tensorpipe/common/nop.h>
 #include <tensorpipe/transport/connection.h>
 #include <tensorpipe/transport/listener.h>
 
+#include "context_id.h"
 #include "rpcjob/instrument/instrument.h"
-#include "rpcjob/instrument/peer_id.h"
 #include "rpcjob/metrics/atomic_metrics.h"
 #include "rpcjob/metrics/channel_metrics.h"
 #include "rpcjob/metrics/recording.h"
@@ -31,8 +30,7 @@ struct Shared {
   Shared(std::string n, metrics::ChannelMetrics& m) : name(std::move(n)), metrics(m) {}
   const std::string name;
   metrics::ChannelMetrics& metrics;
-  std::mutex mutex;
-  std::string contextId;  // guarded by mutex
+  ContextId contextId;
 };
 
 // Counting state of one connection; outlives the connection object while its
@@ -67,12 +65,7 @@ class Counts {
   }
 
   void setId(const std::string& id) {
-    std::string contextId;
-    {
-      std::lock_guard<std::mutex> lock(shared_->mutex);
-      contextId = shared_->contextId;
-    }
-    std::string peer = peerFromId(contextId, id);
+    std::string peer = shared_->contextId.peerOf(id);
     if (!peer.empty() && bound_.load() == nullptr) {
       bind(peer);
     }
@@ -233,10 +226,7 @@ class InstrumentedTransportContext final : public tensorpipe::transport::Context
     return inner_->canCommunicateWithRemote(remoteDomainDescriptor);
   }
   void setId(std::string id) override {
-    {
-      std::lock_guard<std::mutex> lock(shared_->mutex);
-      shared_->contextId = contextIdFromId(id, shared_->name);
-    }
+    shared_->contextId.set(id, shared_->name);
     inner_->setId(std::move(id));
   }
   void close() override { inner_->close(); }
