@@ -1,11 +1,23 @@
 // The rpcjob_cma channel (worker/src/channels/mtcma/): exact bytes through real
 // worker processes at the sizes around its inline/pool split, strided sources,
-// the channel report, and interoperation with a peer that does not allow it.
+// the channel report, interoperation with a peer that does not allow it, and a
+// hostile peer's control messages (the copy-channel skeleton cuda_nvlink shares).
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
 #include <gtest/gtest.h>
+#include <tensorpipe/channel/channel.h>
 #include <tensorpipe/channel/context.h>
+#include <tensorpipe/common/cpu_buffer.h>
+#include <tensorpipe/transport/connection.h>
+#include <tensorpipe/transport/context.h>
+#include <tensorpipe/transport/listener.h>
+#include <tensorpipe/transport/uv/factory.h>
+
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <vector>
 
 #include "channels/mtcma/mtcma_channel.h"
 #include "cluster.h"
@@ -108,6 +120,59 @@ TEST(MtCmaInterop, APeerWithoutRpcjobCmaFallsBackToCma) {
   at::Tensor back = cluster.driver().rpcSync("w1", "identity", {sent}).toTensor();
   EXPECT_TRUE(at::equal(back, sent));
   for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
+}
+
+// A control message that is not one: the wrong size, or a kind the protocol
+// lacks. The channel must fail what is pending with a clear error and take no
+// more, never crash or hang, or read memory for it.
+TEST(MtCmaHostilePeer, AMalformedControlMessageFailsTheChannelWithAClearError) {
+  auto context = runtime::channels::createMtCmaChannel(2);
+  if (!context->isViable()) GTEST_SKIP() << "rpcjob_cma is not viable here";
+  struct Case {
+    std::vector<char> bytes;
+    std::string error;
+  };
+  std::vector<char> unknownKind(40, 0);  // the right size, kind 99
+  const uint32_t kind = 99;
+  std::memcpy(unknownKind.data(), &kind, sizeof(kind));
+  for (const Case& c : {Case{std::vector<char>(7, 'x'), "malformed control message (7 bytes)"},
+                        Case{std::vector<char>(41, 0), "malformed control message (41 bytes)"},
+                        Case{unknownKind, "unknown control message kind"}}) {
+    SCOPED_TRACE(c.error);
+    auto transport = tensorpipe::transport::uv::create();
+    auto listener = transport->listen("127.0.0.1");
+    std::promise<std::shared_ptr<tensorpipe::transport::Connection>> accepted;
+    listener->accept([&](const tensorpipe::Error& error,
+                         std::shared_ptr<tensorpipe::transport::Connection> connection) {
+      accepted.set_value(error ? nullptr : connection);
+    });
+    auto hostile = transport->connect(listener->addr());
+    auto ours = accepted.get_future();
+    ASSERT_EQ(ours.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    auto channel = context->createChannel({ours.get()}, tensorpipe::channel::Endpoint::kListen);
+
+    std::promise<std::string> written;
+    hostile->write(c.bytes.data(), c.bytes.size(), [&](const tensorpipe::Error& error) {
+      written.set_value(error ? error.what() : "");
+    });
+    char buffer[16];
+    std::promise<std::string> received;
+    channel->recv(
+        tensorpipe::CpuBuffer{buffer}, sizeof(buffer),
+        [&](const tensorpipe::Error& error) { received.set_value(error ? error.what() : ""); });
+    auto outcome = received.get_future();
+    ASSERT_EQ(outcome.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+        << "the receive neither completed nor failed";
+    const std::string error = outcome.get();
+    EXPECT_NE(error.find("rpcjob_cma: " + c.error), std::string::npos) << error;
+
+    channel->close();
+    hostile->close();
+    listener->close();
+    transport->join();
+    written.get_future().wait();
+  }
+  context->join();
 }
 
 }  // namespace

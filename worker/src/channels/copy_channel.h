@@ -5,7 +5,8 @@
 // the sender's memory in place; the receiver pairs receives with arrived sends in
 // order (TensorPipe posts them in the same order on both sides), copies, and acks.
 // The first error fails everything pending, on both sides: a peer cannot tell how
-// far the other got.
+// far the other got. So does a control message of the wrong size or an unknown
+// kind: the peer is broken or hostile.
 //
 // A channel derives from CopyChannel<Itself, Wire, PendingSend, PendingRecv> and
 // befriends it. It supplies:
@@ -13,8 +14,6 @@
 //   PendingSend: `TSendCallback callback`;  PendingRecv: `size_t length`,
 //     `TRecvCallback callback`
 //   static Error makeError(const std::string&)
-//   static constexpr bool kStrictMessages: a malformed message names its size and an
-//     unknown kind fails the channel; false reads any kind but an ack as a send
 //   bool describe(Buffer&, Wire&, PendingSend&, std::string& error): the sender's side
 //   void release(PendingSend&): a send that ends without reaching its ack
 //   Error acked(PendingSend&, const Wire& ack)
@@ -182,16 +181,14 @@ class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<
         return;
       }
       if (length != sizeof(Wire)) {
-        self->fail(Impl::kStrictMessages
-                       ? "malformed control message (" + std::to_string(length) + " bytes)"
-                       : "malformed control message");
+        self->fail("malformed control message (" + std::to_string(length) + " bytes)");
         return;
       }
       Wire m;
       std::memcpy(&m, ptr, sizeof(m));
       if (m.kind == CopyKind::kAck) {
         self->onAck(m);
-      } else if (m.kind == CopyKind::kSend || !Impl::kStrictMessages) {
+      } else if (m.kind == CopyKind::kSend) {
         std::unique_lock<std::mutex> lock(self->mu_);
         self->arrived_.push_back(m);
         self->matchLocked(lock);

@@ -394,10 +394,6 @@ class NvlinkChannel final
  private:
   friend CopyChannel;
 
-  // This channel never named the size of a malformed message and took any kind but
-  // an ack for a send: kept, so that its errors stay what they were.
-  static constexpr bool kStrictMessages = false;
-
   static Error makeError(const std::string& what) {
     return Error(std::make_shared<ChannelError>(kNvlinkChannel, what), __FILE__, __LINE__);
   }

@@ -291,8 +291,6 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
  private:
   friend CopyChannel;
 
-  static constexpr bool kStrictMessages = true;
-
   static Error makeError(const std::string& what) {
     return Error(std::make_shared<ChannelError>(kMtCmaChannelName, what), __FILE__, __LINE__);
   }
