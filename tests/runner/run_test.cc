@@ -110,6 +110,16 @@ TEST(Run, EveryExampleRunsWithTheRealWorker) {
         }
       }
       EXPECT_THAT(r.output, HasSubstr("GB/s"));
+      // The summary counts what the channel passes moved (their runtimes keep
+      // the worker's decorators): every worker's first channel row is basic's,
+      // with bytes both ways, never "0 B".
+      for (size_t rank = 0; rank < names.size(); ++rank) {
+        EXPECT_TRUE(std::regex_search(
+            r.output, std::regex("\n" + names[rank] + " +" + std::to_string(rank) +
+                                 " +0 +0 +basic +[0-9.]+ (KiB|MiB|GiB) +[0-9.]+ (KiB|MiB|GiB)\n")))
+            << names[rank] << "\n"
+            << r.output;
+      }
     } else if (stem == "model-split" || stem == "model-split-cuda") {
       EXPECT_TRUE(std::regex_search(
           r.output,

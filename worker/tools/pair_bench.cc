@@ -193,7 +193,10 @@ struct BenchAgent::State {
     }
     a.channels.clear();
     runtime::RuntimeOptions options = base;
-    options.hooks = {};
+    // The worker's decorators (hooks) stay: what a pass moves is counted per
+    // channel in the worker's metrics, which the job's summary and /metrics
+    // show. Its observer does not: the RPC call counts and the channel-selection
+    // gauge stay the worker's own runtime's, not five passes' in turn.
     options.observer = nullptr;
     options.channels = {channel};
     if (channel != "basic") options.channels.push_back("basic");
