@@ -220,11 +220,13 @@ int cmdRun(const std::vector<std::string>& rest) {
   const int workers = api::totalWorkers(job->spec);
   const bool metricsOn = job->spec.metrics.port != 0;
   std::vector<int> ports;
+  std::optional<PortReservation> reserved;  // held until the job ends (ports.h)
   if (firstPort) {
     if (*firstPort + 2 * workers > 65536) return usage("--first-port too high for this job");
     for (int i = 0; i < 2 * workers; ++i) ports.push_back(static_cast<int>(*firstPort) + i);
   } else {
-    ports = pickFreePorts(metricsOn ? 2 * workers : workers);
+    reserved.emplace(metricsOn ? 2 * workers : workers);
+    ports = reserved->ports();
   }
   planner::PlanOptions options;
   options.target = planner::Target::Local;

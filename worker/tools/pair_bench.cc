@@ -46,21 +46,27 @@ double tensorRtt(Runtime& rt, const std::string& peer, const at::Tensor& tensor,
   return percentile(times, 0.5);
 }
 
-// A free TCP port (bound and released: the runtime binds it right after).
-int freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+// A free TCP port, reserved: the returned socket stays bound to it with
+// SO_REUSEADDR, not listening, so that no other program's bind to port 0 gets
+// it, while the pass runtime's listener (libuv sets SO_REUSEADDR) still can.
+// Released before, a port was now and then taken in between by a test running
+// beside us, and the worker aborted in TensorPipe's listen.
+int reserveFreePort(int& port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::runtime_error("socket failed");
+  const int one = 1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     close(fd);
     throw std::runtime_error("no free port");
   }
-  close(fd);
-  return ntohs(addr.sin_port);
+  port = ntohs(addr.sin_port);
+  return fd;
 }
 
 std::string hostOf(const std::string& address) {
@@ -181,6 +187,22 @@ struct BenchAgent::State {
   std::mutex mu;
   std::unique_ptr<Runtime> pass;  // the current channel pass's runtime
   std::string passChannel;
+  int reservedPort = -1;  // the next pass's port, held until its runtime listens (or closes)
+
+  // "host:port" for this worker's next pass runtime, the port reserved.
+  std::string reservePassAddress() {
+    int port = 0;
+    const int fd = reserveFreePort(port);
+    std::lock_guard<std::mutex> lock(mu);
+    if (reservedPort >= 0) ::close(reservedPort);
+    reservedPort = fd;
+    return hostOf(assignment.byName(name)->address) + ":" + std::to_string(port);
+  }
+  void releasePassPort() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (reservedPort >= 0) ::close(reservedPort);
+    reservedPort = -1;
+  }
 
   // rpcjob.bench.open: a runtime on `addresses` (rank order) with channels {C, basic}.
   void open(const std::string& channel, const std::vector<std::string>& addresses) {
@@ -202,7 +224,13 @@ struct BenchAgent::State {
     if (channel != "basic") options.channels.push_back("basic");
     options.startTimeout = std::chrono::seconds(60);
     auto rt = std::make_unique<Runtime>(std::move(a), name, std::move(options));
-    rt->start();
+    try {
+      rt->start();  // returns once the peers reached its listener
+    } catch (...) {
+      releasePassPort();
+      throw;
+    }
+    releasePassPort();
     std::lock_guard<std::mutex> lock(mu);
     pass = std::move(rt);
     passChannel = channel;
@@ -242,6 +270,7 @@ struct BenchAgent::State {
   }
 
   void close(bool graceful) {
+    releasePassPort();
     std::unique_ptr<Runtime> rt;
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -271,8 +300,7 @@ BenchAgent::~BenchAgent() {
 void BenchAgent::registerFunctions(Runtime& control) {
   auto state = state_;
   control.registerFunction(kPort, [state](const runtime::CallInfo&, std::vector<c10::IValue>) {
-    const auto* self = state->assignment.byName(state->name);
-    return c10::IValue(hostOf(self->address) + ":" + std::to_string(freePort()));
+    return c10::IValue(state->reservePassAddress());
   });
   control.registerFunction(kOpen, [state](const runtime::CallInfo&, std::vector<c10::IValue> a) {
     std::vector<std::string> addresses;
@@ -321,8 +349,7 @@ std::vector<PairResult> BenchAgent::run(Runtime& control) {
       std::vector<std::string> addresses;
       c10::List<std::string> list;
       for (const auto& w : workers) {
-        std::string address = w.name == self ? hostOf(s.assignment.byName(self)->address) + ":" +
-                                                   std::to_string(freePort())
+        std::string address = w.name == self ? s.reservePassAddress()
                                              : control.rpcSync(w.name, kPort, {}).toStringRef();
         addresses.push_back(address);
         list.push_back(address);

@@ -1,20 +1,34 @@
 #pragma once
 // Free TCP ports on the loopback interface for the workers' RPC and metrics
-// listeners.
+// listeners, reserved for as long as the job runs.
 //
-// How: bind `count` sockets to 127.0.0.1:0 at once (so the ports are distinct),
-// read the ports the kernel chose, close the sockets. The race: between closing
-// here and the worker binding, another process may take a port; the worker then
-// fails to listen, exits non-zero, and the run policy restarts the job (with the
-// same ports; a second collision is very unlikely). Handing the bound sockets to
-// the workers would close the race but needs every worker program to accept an
-// inherited listener, which TensorPipe's listener does not.
+// How: bind `count` sockets to 127.0.0.1:0 with SO_REUSEADDR at once (so the
+// ports are distinct) and keep them bound, not listening, until the reservation
+// goes. Meanwhile the kernel gives none of these ports to another program's bind
+// to port 0 (the usual way to find a free port, as tests running beside us do),
+// while the workers' own listeners still bind them: TensorPipe's (libuv) and the
+// metrics server both set SO_REUSEADDR, and no socket of ours listens. Released
+// between picking and the worker's bind, a port was taken by such a program now
+// and then, and the worker failed to listen.
 
 #include <vector>
 
 namespace rpcjob::runner {
 
-// Throws std::system_error when a socket cannot be bound.
-std::vector<int> pickFreePorts(int count);
+class PortReservation {
+ public:
+  // Throws std::system_error when a socket cannot be bound.
+  explicit PortReservation(int count);
+  ~PortReservation();
+  PortReservation(const PortReservation&) = delete;
+  PortReservation& operator=(const PortReservation&) = delete;
+
+  const std::vector<int>& ports() const { return ports_; }
+
+ private:
+  void release();
+  std::vector<int> sockets_;
+  std::vector<int> ports_;
+};
 
 }  // namespace rpcjob::runner
