@@ -21,10 +21,21 @@ def fail(message):
     sys.exit(1)
 
 
+# Sockets that hold the ports free_port() handed out, for the test's lifetime.
+_reserved = []
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port, reserved until this process ends: a socket stays bound
+    to it with SO_REUSEADDR and never listens, so no other program's bind to port 0
+    (a test running beside this one) takes it, while the listener it is for still
+    binds it (the workers' listeners and Prometheus set SO_REUSEADDR). Released at
+    once, such a port was now and then taken before the worker bound it."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    _reserved.append(s)
+    return s.getsockname()[1]
 
 
 def start(cmd, stdin=subprocess.DEVNULL, **kwargs):
