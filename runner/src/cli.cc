@@ -14,12 +14,12 @@
 #include "rpcjob/api/names.h"
 #include "rpcjob/api/parse.h"
 #include "rpcjob/assignment/assignment.h"
+#include "rpcjob/assignment/port_reservation.h"
 #include "rpcjob/planner/cluster_yaml.h"
 #include "rpcjob/planner/plan.h"
 #include "rpcjob/planner/render.h"
 #include "rpcjob/runner/launch.h"
 #include "rpcjob/runner/local_machine.h"
-#include "rpcjob/runner/ports.h"
 #include "rpcjob/runner/summary.h"
 #include "rpcjob/runner/supervisor.h"
 #include "rpcjob/version.h"
@@ -220,7 +220,7 @@ int cmdRun(const std::vector<std::string>& rest) {
   const int workers = api::totalWorkers(job->spec);
   const bool metricsOn = job->spec.metrics.port != 0;
   std::vector<int> ports;
-  std::optional<PortReservation> reserved;  // held until the job ends (ports.h)
+  std::optional<PortReservation> reserved;  // held until the job ends (port_reservation.h)
   if (firstPort) {
     if (*firstPort + 2 * workers > 65536) return usage("--first-port too high for this job");
     for (int i = 0; i < 2 * workers; ++i) ports.push_back(static_cast<int>(*firstPort) + i);

@@ -1,8 +1,6 @@
 #include "cluster.h"
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,24 +14,6 @@
 
 namespace rpcjob::testing {
 namespace {
-
-// A free port, held by `fd` (bound with SO_REUSEADDR, never listening) until the
-// caller closes it; see Cluster::reserved_.
-int reservePort(int& fd) {
-  fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) close(fd);
-    throw std::runtime_error("cannot find a free port");
-  }
-  return ntohs(addr.sin_port);
-}
 
 // exit code, or 128 + signal; -1 when still running at the deadline.
 int waitFor(pid_t pid, std::chrono::steady_clock::time_point deadline) {
@@ -49,14 +29,12 @@ int waitFor(pid_t pid, std::chrono::steady_clock::time_point deadline) {
 
 }  // namespace
 
-Cluster::Cluster(int workers, runtime::RuntimeOptions options) {
+Cluster::Cluster(int workers, runtime::RuntimeOptions options)
+    : reserved_(workers + 1), ports_(reserved_.ports()) {
   const auto startTimeout = options.startTimeout;
   for (int rank = 0; rank <= workers; ++rank) {
-    int fd = -1;
-    ports_.push_back(reservePort(fd));
-    reserved_.push_back(fd);
     if (rank) peers_ += ",";
-    peers_ += name(rank) + "@127.0.0.1:" + std::to_string(ports_.back());
+    peers_ += name(rank) + "@127.0.0.1:" + std::to_string(ports_[rank]);
   }
   pids_.assign(workers + 1, -1);
   for (int rank = 1; rank <= workers; ++rank) spawn(rank);
@@ -81,7 +59,6 @@ Cluster::Cluster(int workers, runtime::RuntimeOptions options) {
 
 Cluster::~Cluster() {
   if (!shutDown_) shutdown();
-  for (int fd : reserved_) close(fd);
 }
 
 void Cluster::spawn(int rank) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "rpcjob/assignment/port_reservation.h"
 #include "rpcjob/runtime/runtime.h"
 
 namespace rpcjob::testing {
@@ -30,14 +31,14 @@ class Cluster {
 
  private:
   void spawn(int rank);
+  // The ports, reserved for the cluster's lifetime: the workers' own listeners
+  // may still bind them, but nothing else can take them meanwhile: another
+  // process's bind to port 0 (an mpt lane listener of any worker, another test's
+  // cluster) would, between our pick and the worker's listen, and peers would
+  // then dial that stranger.
+  PortReservation reserved_;
+  std::vector<int> ports_;  // by rank
   std::string peers_;
-  std::vector<int> ports_;
-  // One socket per port, bound (SO_REUSEADDR) but not listening, for the cluster's
-  // lifetime: the worker's own listener (SO_REUSEADDR too) may still bind the
-  // port, but nothing else can take it meanwhile: another process's bind to port
-  // 0 (an mpt lane listener of any worker, another test's cluster) would, between
-  // our pick and the worker's listen, and peers would then dial that stranger.
-  std::vector<int> reserved_;
   std::vector<pid_t> pids_;
   std::unique_ptr<runtime::Runtime> driver_;
   bool shutDown_ = false;

@@ -26,9 +26,7 @@
 //
 // Exit codes: 0 success, 1 the workers failed, 2 usage.
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "rpcjob/assignment/port_reservation.h"
 #include "rpcjob/metrics/recording.h"
 #include "rpcjob/version.h"
 
@@ -61,18 +60,6 @@ const Figure kFigures[] = {
     {"rtt_400mb_ms", "400 MB RTT (ms)", 389.6, false},
     {"gbps_400mb", "400 MB effective GB/s", 2.0 * 400e6 / 389.6e-3 / 1e9, true},
 };
-
-int freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 pid_t spawn(const std::string& binary, const std::string& peers, const std::string& name,
             const std::vector<std::string>& args, int stdoutFd) {
@@ -170,8 +157,9 @@ int main(int argc, char** argv) {
   const std::vector<std::string> serveArgs = {"serve", "--deadline-s", "900"};
   auto runPairOnce = [&](std::string& result, const std::vector<std::string>& serverArgs,
                          const std::vector<std::string>& clientArgs) {
-    std::string peers = "bench0@127.0.0.1:" + std::to_string(freePort()) +
-                        ",bench1@127.0.0.1:" + std::to_string(freePort());
+    const rpcjob::PortReservation ports(2);  // held until both workers have exited
+    std::string peers = "bench0@127.0.0.1:" + std::to_string(ports.ports()[0]) +
+                        ",bench1@127.0.0.1:" + std::to_string(ports.ports()[1]);
     int out[2];
     if (pipe(out) != 0) return false;
     pid_t server = spawn(worker, peers, "bench1", serverArgs, -1);
@@ -189,9 +177,9 @@ int main(int argc, char** argv) {
     }
     return true;
   };
-  // Ports are found by binding port 0 and releasing it, so another program can
-  // take one before the worker listens ("Address already in use"): a failed
-  // pair is tried again on fresh ports, twice at most.
+  // A failed pair is tried again on fresh ports, twice at most, and says so:
+  // one bad pair should not cost a whole run on the GPU host. (The ports are
+  // reserved while a pair runs, so another program can no longer take one.)
   auto runPair = [&](std::string& result, const std::vector<std::string>& serverArgs,
                      const std::vector<std::string>& clientArgs) {
     for (int attempt = 1; attempt <= 3; ++attempt) {

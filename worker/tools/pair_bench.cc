@@ -2,16 +2,16 @@
 
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/ones.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
+
+#include "rpcjob/assignment/port_reservation.h"
 
 namespace rpcjob::worker {
 namespace {
@@ -44,29 +44,6 @@ double tensorRtt(Runtime& rt, const std::string& peer, const at::Tensor& tensor,
     if (back.toTensor().numel() != tensor.numel()) throw std::runtime_error("echo lost data");
   }
   return percentile(times, 0.5);
-}
-
-// A free TCP port, reserved: the returned socket stays bound to it with
-// SO_REUSEADDR, not listening, so that no other program's bind to port 0 gets
-// it, while the pass runtime's listener (libuv sets SO_REUSEADDR) still can.
-// Released before, a port was now and then taken in between by a test running
-// beside us, and the worker aborted in TensorPipe's listen.
-int reserveFreePort(int& port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error("socket failed");
-  const int one = 1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t len = sizeof(addr);
-  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    throw std::runtime_error("no free port");
-  }
-  port = ntohs(addr.sin_port);
-  return fd;
 }
 
 std::string hostOf(const std::string& address) {
@@ -187,21 +164,21 @@ struct BenchAgent::State {
   std::mutex mu;
   std::unique_ptr<Runtime> pass;  // the current channel pass's runtime
   std::string passChannel;
-  int reservedPort = -1;  // the next pass's port, held until its runtime listens (or closes)
+  // The next pass's port, held until its runtime listens (or the pass closes):
+  // released at once, it was now and then taken by a test running beside us,
+  // and the worker aborted in TensorPipe's listen. Any address: the pass
+  // listens on this worker's host, which may be a pod's.
+  std::optional<PortReservation> passPort;
 
   // "host:port" for this worker's next pass runtime, the port reserved.
   std::string reservePassAddress() {
-    int port = 0;
-    const int fd = reserveFreePort(port);
     std::lock_guard<std::mutex> lock(mu);
-    if (reservedPort >= 0) ::close(reservedPort);
-    reservedPort = fd;
-    return hostOf(assignment.byName(name)->address) + ":" + std::to_string(port);
+    passPort.emplace(1, true);
+    return hostOf(assignment.byName(name)->address) + ":" + std::to_string(passPort->ports()[0]);
   }
   void releasePassPort() {
     std::lock_guard<std::mutex> lock(mu);
-    if (reservedPort >= 0) ::close(reservedPort);
-    reservedPort = -1;
+    passPort.reset();
   }
 
   // rpcjob.bench.open: a runtime on `addresses` (rank order) with channels {C, basic}.

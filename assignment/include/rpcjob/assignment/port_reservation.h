@@ -1,6 +1,7 @@
 #pragma once
-// Free TCP ports on the loopback interface for the workers' RPC and metrics
-// listeners, reserved for as long as the job runs.
+// Free TCP ports for the addresses of workers on this machine (the local
+// runner's, a test cluster's, the bench's channel passes), reserved until the
+// workers listen on them.
 //
 // How: bind `count` sockets to 127.0.0.1:0 with SO_REUSEADDR at once (so the
 // ports are distinct) and keep them bound, not listening, until the reservation
@@ -13,12 +14,14 @@
 
 #include <vector>
 
-namespace rpcjob::runner {
+namespace rpcjob {
 
 class PortReservation {
  public:
-  // Throws std::system_error when a socket cannot be bound.
-  explicit PortReservation(int count);
+  // `count` distinct ports on 127.0.0.1, or on any address with `anyAddress`
+  // (for listeners on another interface, such as a pod's). Throws
+  // std::system_error when a socket cannot be bound.
+  explicit PortReservation(int count, bool anyAddress = false);
   ~PortReservation();
   PortReservation(const PortReservation&) = delete;
   PortReservation& operator=(const PortReservation&) = delete;
@@ -31,4 +34,4 @@ class PortReservation {
   std::vector<int> ports_;
 };
 
-}  // namespace rpcjob::runner
+}  // namespace rpcjob

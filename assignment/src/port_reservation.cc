@@ -1,4 +1,4 @@
-#include "rpcjob/runner/ports.h"
+#include "rpcjob/assignment/port_reservation.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -8,9 +8,9 @@
 #include <cerrno>
 #include <system_error>
 
-namespace rpcjob::runner {
+namespace rpcjob {
 
-PortReservation::PortReservation(int count) {
+PortReservation::PortReservation(int count, bool anyAddress) {
   for (int i = 0; i < count; ++i) {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -22,7 +22,7 @@ PortReservation::PortReservation(int count) {
     const int one = 1;
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_addr.s_addr = htonl(anyAddress ? INADDR_ANY : INADDR_LOOPBACK);
     addr.sin_port = 0;
     socklen_t length = sizeof addr;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
@@ -30,7 +30,8 @@ PortReservation::PortReservation(int count) {
         getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
       const int error = errno;
       release();
-      throw std::system_error(error, std::generic_category(), "bind 127.0.0.1:0");
+      throw std::system_error(error, std::generic_category(),
+                              anyAddress ? "bind 0.0.0.0:0" : "bind 127.0.0.1:0");
     }
     ports_.push_back(ntohs(addr.sin_port));
   }
@@ -45,4 +46,4 @@ void PortReservation::release() {
   sockets_.clear();
 }
 
-}  // namespace rpcjob::runner
+}  // namespace rpcjob
