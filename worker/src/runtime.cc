@@ -456,10 +456,8 @@ void RuntimeImpl::recordServed(const OutgoingMessage& message) {
   if (!options_.observer || (!message.served && message.servedInBatch.empty())) return;
   const EventTime now;  // one read for a whole batch
   auto finished = [&](const ServedCall& call) {
-    static const std::string kUnknownCaller = "?";
-    options_.observer->serverCallFinished(
-        call.function, call.callerRank >= 0 ? workers_[call.callerRank].name : kUnknownCaller,
-        call.status, call.token, now);
+    options_.observer->serverCallFinished(call.function, callerOf(call.callerRank).name,
+                                          call.status, call.token, now);
   };
   if (message.served) finished(*message.served);
   for (const auto& call : message.servedInBatch) finished(call);

@@ -338,9 +338,7 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
     return;
   }
   const Registered& fn = it->second;
-  static const WorkerInfo kUnknownCaller{"?", -1};
-  const WorkerInfo& caller =
-      server->callerRank >= 0 ? workers_[server->callerRank] : kUnknownCaller;
+  const WorkerInfo& caller = callerOf(server->callerRank);
   std::optional<Observer::CallToken> observed;
   if (options_.observer) {
     observed = options_.observer->serverCallStarted(header.function, caller.name, arrived);
@@ -388,6 +386,11 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
   }
 }
 
+const WorkerInfo& RuntimeImpl::callerOf(int callerRank) const {
+  static const WorkerInfo kUnknown{"?", -1};
+  return callerRank >= 0 ? workers_[callerRank] : kUnknown;
+}
+
 Future RuntimeImpl::runLocal(const Registered& fn, const WorkerInfo& caller,
                              const std::string& name, std::vector<c10::IValue> args) {
   CallInfo info{caller, name, owner_};
@@ -411,8 +414,8 @@ void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
       h.type = wire::MessageType::kResponse;
       try {
 #if RPCJOB_WITH_CUDA
-        std::string caller = server->callerRank >= 0 ? workers_[server->callerRank].name : "?";
-        message = makeMessage(h, &done.value(), deviceMaps_.forResponse(caller).get());
+        message = makeMessage(h, &done.value(),
+                              deviceMaps_.forResponse(callerOf(server->callerRank).name).get());
 #else
         message = makeMessage(h, &done.value());
 #endif

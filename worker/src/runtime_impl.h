@@ -56,6 +56,9 @@ class RuntimeImpl {
 
   // Identity
   const WorkerInfo& self() const { return workers_[selfRank_]; }
+  // The worker on the other end of a server pipe; "?" (rank -1) before its
+  // handshake named it.
+  const WorkerInfo& callerOf(int callerRank) const;
   const std::vector<WorkerInfo>& workers() const { return workers_; }
   int rankOf(const std::string& name) const;  // throws kInvalidArgument
 
