@@ -6,9 +6,13 @@
 # GPU build ships TensorPipe inside libtorch (share/cmake/Tensorpipe); both end
 # up as the imported target `Tensorpipe::tensorpipe`.
 #
+# Installed with the SDK (cmake/RpcjobInstall.cmake) for find_package(rpcjob).
+#
 # Result: Tensorpipe_FOUND, Tensorpipe::tensorpipe, Tensorpipe_HAS_CUDA.
 
-find_path(Tensorpipe_INCLUDE_DIR tensorpipe/tensorpipe.h)
+# Torch first: the GPU build's TensorPipe headers are in libtorch's include folder
+# (find_package(rpcjob) finds Torch before this).
+find_path(Tensorpipe_INCLUDE_DIR tensorpipe/tensorpipe.h HINTS ${TORCH_INCLUDE_DIRS})
 find_file(Tensorpipe_TARGETS_FILE
   NAMES TensorpipeTargets.cmake
   PATH_SUFFIXES share/cmake/Tensorpipe lib/cmake/Tensorpipe

@@ -251,6 +251,7 @@ int cmdRun(const std::vector<std::string>& rest) {
   context.workerBinary = resolveWorkerBinary(
       args.flags.count("--worker-binary") ? args.flags.at("--worker-binary") : "");
   context.runDir = runDir;
+  context.manifestDir = fs::absolute(args.positional[0]).parent_path().string();
   context.assignmentPath = runDir + "/assignment.yaml";
   writeAssignmentFile(plan.assignment, context.assignmentPath);
   for (const auto& w : plan.assignment.workers)

@@ -47,6 +47,14 @@ bool isWorkerProgram(const std::string& command) {
 
 }  // namespace
 
+std::string resolveCommand(const std::string& command, const std::string& manifestDir) {
+  if (manifestDir.empty() || command.empty() || command.front() == '/' ||
+      command.find('/') == std::string::npos) {
+    return command;
+  }
+  return manifestDir + "/" + command;
+}
+
 std::string expandReferences(const std::string& text, const EnvList& env) {
   std::map<std::string, std::string> values;
   for (const auto& [k, v] : env) values[k] = v;  // later entries win
@@ -122,6 +130,7 @@ Launches buildLaunches(const api::RpcJob& job, const planner::Plan& plan,
       command[0] = program;
     }
     for (const auto& part : command) w.argv.push_back(expandReferences(part, w.env));
+    w.argv[0] = resolveCommand(w.argv[0], context.manifestDir);
     for (const auto& part : args) w.argv.push_back(expandReferences(part, w.env));
     out.workers.push_back(std::move(w));
   }

@@ -169,6 +169,33 @@ TEST(Run, WorkersGetThePodEnvironmentAndTheAssignmentFile) {
   EXPECT_THAT(r.output, HasSubstr("(no metrics file)"));
 }
 
+// A program of the user's own, named by a path relative to the manifest (not to
+// the directory `rpcjob run` is started from), gets the same identity.
+TEST(Run, RunsAUserProgramNamedRelativeToTheManifest) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() + "/bin");
+  const std::string program = dir.write(
+      "bin/my-program", "#!/bin/sh\necho \"$0 $1 as $RPCJOB_WORKER_NAME of $RPCJOB_WORLD_SIZE\"\n");
+  std::filesystem::permissions(program, std::filesystem::perms::owner_exec,
+                               std::filesystem::perm_options::add);
+  const std::string manifest = dir.write("mine.yaml", R"(apiVersion: rpcjob.dev/v1alpha1
+kind: RpcJob
+metadata: {name: mine}
+spec:
+  workers:
+    - name: w
+      replicas: 2
+      template:
+        spec:
+          containers: [{name: w, command: [bin/my-program], args: [hi]}]
+)");
+  ASSERT_NE(std::filesystem::current_path(), std::filesystem::path(dir.path()));
+  const auto r = runProgram(runArgs(manifest, dir));
+  EXPECT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[w0] " + program + " hi as w0 of 2"));
+  EXPECT_THAT(r.output, HasSubstr("[w1] " + program + " hi as w1 of 2"));
+}
+
 TEST(Run, DeadlineStopsAJobOfSleepers) {
   TempDir dir;
   const std::string manifest =

@@ -206,7 +206,8 @@ TEST(Launch, CommandsAndEnvironmentAsPodsGetThem) {
   const planner::Plan plan =
       planner::planJob(parsed.job, planner::localCluster(0, 4000, int64_t{8} << 30), options);
   ASSERT_TRUE(plan.planned()) << plan.message;
-  const Launches l = buildLaunches(parsed.job, plan, {"/b/rpcjob-worker", "/run", "/run/a.yaml"});
+  const Launches l =
+      buildLaunches(parsed.job, plan, {"/b/rpcjob-worker", "/run", "/run/a.yaml", ""});
   ASSERT_EQ(l.workers.size(), 3u);
   const WorkerLaunch& m = l.workers[0];
   EXPECT_EQ(m.name, "master");
@@ -234,6 +235,52 @@ TEST(Launch, CommandsAndEnvironmentAsPodsGetThem) {
   EXPECT_EQ(w1.address, "127.0.0.1:30002");
   EXPECT_THAT(w1.argv, ElementsAre("/b/rpcjob-worker", "serve"));
   EXPECT_EQ(env(w1, kEnvWorkerName), "worker1");
+}
+
+// A user's own program: bare names stay for the PATH lookup (as in a container),
+// relative paths start at the manifest's folder, absolute ones are kept; the
+// worker program is still the one built here. $(VAR) expands before resolving.
+TEST(Launch, CommandsOtherThanTheWorkerResolveAgainstTheManifestFolder) {
+  EXPECT_EQ(resolveCommand("rpcjob-hello", "/jobs/hello"), "rpcjob-hello");
+  EXPECT_EQ(resolveCommand("build/rpcjob-hello", "/jobs/hello"), "/jobs/hello/build/rpcjob-hello");
+  EXPECT_EQ(resolveCommand("./rpcjob-hello", "/jobs/hello"), "/jobs/hello/./rpcjob-hello");
+  EXPECT_EQ(resolveCommand("/opt/bin/x", "/jobs/hello"), "/opt/bin/x");
+  EXPECT_EQ(resolveCommand("build/x", ""), "build/x");
+
+  const char* const job = R"yaml(apiVersion: rpcjob.dev/v1alpha1
+kind: RpcJob
+metadata: {name: mine}
+spec:
+  workers:
+    - name: a
+      template:
+        spec:
+          containers:
+            - name: w
+              command: ["$(DIR)/my-program", "--flag"]
+              args: [x/y]
+              env: [{name: DIR, value: build}]
+    - name: b
+      template:
+        spec:
+          containers: [{name: w, command: [my-program]}]
+    - name: c
+      template:
+        spec:
+          containers: [{name: w, command: [bin/rpcjob-worker], args: [serve]}]
+)yaml";
+  const api::ParseResult parsed = api::parseRpcJob(job);
+  ASSERT_TRUE(parsed.ok()) << api::formatErrors(parsed.errors);
+  planner::PlanOptions options{planner::Target::Local, planner::localEndpoints(30000, 9400)};
+  const planner::Plan plan =
+      planner::planJob(parsed.job, planner::localCluster(0, 4000, int64_t{8} << 30), options);
+  ASSERT_TRUE(plan.planned()) << plan.message;
+  const Launches l =
+      buildLaunches(parsed.job, plan, {"/b/rpcjob-worker", "/run", "/run/a.yaml", "/jobs/mine"});
+  ASSERT_EQ(l.workers.size(), 3u);
+  EXPECT_THAT(l.workers[0].argv, ElementsAre("/jobs/mine/build/my-program", "--flag", "x/y"));
+  EXPECT_THAT(l.workers[1].argv, ElementsAre("my-program"));
+  EXPECT_THAT(l.workers[2].argv, ElementsAre("/b/rpcjob-worker", "serve"));
 }
 
 TEST(LocalMachine, Parsers) {

@@ -6,9 +6,13 @@
 //    without a command, the worker program with the args, and without either,
 //    `rpcjob-worker serve` (the worker image's default). A command named
 //    `rpcjob-worker` runs the worker program found next to `rpcjob` (or given
-//    with --worker-binary): the image's program, built here. $(VAR) references in
-//    command and args expand from the container's environment as on Kubernetes
-//    ($$ is a literal $; unknown references stay as written).
+//    with --worker-binary): the image's program, built here. Any other command
+//    runs as written: a bare name is looked up on PATH (as in a container), a
+//    relative path (`build/my-program`) is taken from the manifest's folder, so
+//    a manifest and the build it names run the same from any directory.
+//    $(VAR) references in command and args expand from the container's
+//    environment as on Kubernetes ($$ is a literal $; unknown references stay
+//    as written), before the command is resolved.
 //  - the environment: this process's, then the template's `env` entries that
 //    have literal values (valueFrom needs an API server: skipped, with a note),
 //    then the variables every pod gets (rpcjob/assignment/environment.h), which
@@ -29,6 +33,7 @@ struct LaunchContext {
   std::string workerBinary;    // path of rpcjob-worker; empty: look it up on PATH
   std::string runDir;          // where the assignment, metrics and logs go
   std::string assignmentPath;  // the assignment file (in runDir)
+  std::string manifestDir;     // relative command paths start here; empty: the working directory
 };
 
 struct WorkerLaunch {
@@ -50,6 +55,10 @@ struct Launches {
 // `plan` must be Planned.
 Launches buildLaunches(const api::RpcJob& job, const planner::Plan& plan,
                        const LaunchContext& context);
+
+// The program `command` names: a relative path with a folder in it resolved
+// against `manifestDir`; absolute paths and bare names (PATH) as they are.
+std::string resolveCommand(const std::string& command, const std::string& manifestDir);
 
 // Kubernetes' $(VAR) expansion.
 std::string expandReferences(const std::string& text,

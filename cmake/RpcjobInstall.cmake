@@ -1,0 +1,112 @@
+# The SDK: what `cmake --install` puts in place for users who write their own
+# programs against the runtime (examples/hello/README.md), and the CMake package
+# `find_package(rpcjob)` reads:
+#
+#   rpcjob::runtime     the RPC runtime (rpcjob/runtime/*.h); links libtorch
+#   rpcjob::assignment  the worker table and the identity environment
+#                       (rpcjob/assignment/*.h); rpcjob::runtime links it
+#   rpcjob::version     rpcjob/version.h (RPCJOB_VERSION_STRING)
+#
+# plus, in a static build, the libraries rpcjob::runtime needs at link time only
+# (rpcjob::wire, rpcjob::cuda_kernels): never link those by name. Private headers
+# (worker/src) are not installed. Installed here, not in worker/CMakeLists.txt and
+# assignment/CMakeLists.txt, so that those stay about building.
+#
+# Layout under the prefix: include/rpcjob/{runtime,assignment}/, include/rpcjob/version.h,
+# lib/librpcjob_*.{a,so}, lib/cmake/rpcjob/ (rpcjobConfig.cmake, its version file,
+# rpcjobTargets*.cmake and FindTensorpipe.cmake for find_dependency).
+if(NOT TARGET rpcjob_runtime)
+  message(STATUS "rpcjob SDK not installed: the runtime is not built (RPCJOB_BUILD_WORKER=OFF)")
+  return()
+endif()
+
+include(CMakePackageConfigHelpers)
+set(RPCJOB_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/rpcjob)
+
+# Install-tree include folders come from $<INSTALL_INTERFACE:include>; a plain
+# source or build path on an exported target would name this machine's checkout,
+# so such paths are kept for the build tree only.
+function(rpcjob_build_only_includes target)
+  get_target_property(dirs ${target} INTERFACE_INCLUDE_DIRECTORIES)
+  if(NOT dirs)
+    return()
+  endif()
+  set(fixed "")
+  foreach(dir IN LISTS dirs)
+    if(IS_ABSOLUTE "${dir}")
+      list(APPEND fixed "$<BUILD_INTERFACE:${dir}>")
+    else()
+      list(APPEND fixed "${dir}")
+    endif()
+  endforeach()
+  set_property(TARGET ${target} PROPERTY INTERFACE_INCLUDE_DIRECTORIES "${fixed}")
+endfunction()
+
+# libtorch as the user's find_package(Torch) has it, not this machine's: the
+# runtime's interface names ${TORCH_LIBRARIES}, which holds absolute paths
+# (libc10.so, the CUDA libraries) of this build's libtorch. Installed, that list
+# becomes rpcjob::torch, which rpcjobConfig.cmake makes from the user's own
+# TORCH_LIBRARIES after find_dependency(Torch).
+get_target_property(links rpcjob_runtime INTERFACE_LINK_LIBRARIES)
+set(fixed "")
+set(torch_seen OFF)
+foreach(lib IN LISTS links)
+  if(lib IN_LIST TORCH_LIBRARIES)
+    list(APPEND fixed "$<BUILD_INTERFACE:${lib}>")
+    if(NOT torch_seen)
+      list(APPEND fixed "$<INSTALL_INTERFACE:rpcjob::torch>")
+      set(torch_seen ON)
+    endif()
+  else()
+    list(APPEND fixed "${lib}")
+  endif()
+endforeach()
+set_property(TARGET rpcjob_runtime PROPERTY INTERFACE_LINK_LIBRARIES "${fixed}")
+
+set(rpcjob_exported rpcjob_runtime rpcjob_assignment rpcjob_version)
+set_target_properties(rpcjob_runtime PROPERTIES EXPORT_NAME runtime)
+set_target_properties(rpcjob_assignment PROPERTIES EXPORT_NAME assignment)
+set_target_properties(rpcjob_version PROPERTIES EXPORT_NAME version)
+# A static runtime carries its private static libraries as link-only
+# dependencies, so they are part of the export too.
+get_target_property(RPCJOB_RUNTIME_TYPE rpcjob_runtime TYPE)
+if(RPCJOB_RUNTIME_TYPE STREQUAL "STATIC_LIBRARY")
+  set(RPCJOB_SDK_STATIC ON)
+else()
+  set(RPCJOB_SDK_STATIC OFF)
+endif()
+if(RPCJOB_SDK_STATIC)
+  set_target_properties(rpcjob_wire PROPERTIES EXPORT_NAME wire)
+  rpcjob_build_only_includes(rpcjob_wire)
+  list(APPEND rpcjob_exported rpcjob_wire)
+  if(TARGET rpcjob_cuda_kernels)
+    set_target_properties(rpcjob_cuda_kernels PROPERTIES EXPORT_NAME cuda_kernels)
+    list(APPEND rpcjob_exported rpcjob_cuda_kernels)
+  endif()
+endif()
+
+install(TARGETS ${rpcjob_exported} EXPORT rpcjobTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/worker/include/ ${PROJECT_SOURCE_DIR}/assignment/include/
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
+install(FILES ${PROJECT_BINARY_DIR}/generated/rpcjob/version.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rpcjob)
+install(EXPORT rpcjobTargets NAMESPACE rpcjob:: DESTINATION ${RPCJOB_CMAKE_DIR})
+
+# What the package config finds again for the user (find_dependency), recorded
+# from this build: the same Torch (HINTS: where this build found it; the user's
+# CMAKE_PREFIX_PATH still wins), and TensorPipe, yaml-cpp and CUDA only where a
+# static runtime needs them at link time.
+set(RPCJOB_SDK_WITH_CUDA ${RPCJOB_WITH_CUDA})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/rpcjobConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/generated/rpcjobConfig.cmake
+  INSTALL_DESTINATION ${RPCJOB_CMAKE_DIR})
+# 0.x: a minor version may break the API, so only the same minor is compatible.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/generated/rpcjobConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/generated/rpcjobConfig.cmake
+  ${PROJECT_BINARY_DIR}/generated/rpcjobConfigVersion.cmake
+  ${PROJECT_SOURCE_DIR}/cmake/FindTensorpipe.cmake
+  DESTINATION ${RPCJOB_CMAKE_DIR})

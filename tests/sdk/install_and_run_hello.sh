@@ -1,0 +1,90 @@
+#!/bin/bash
+# The SDK end to end, as a new user follows examples/hello/README.md:
+#   1. cmake --install this build into a fresh prefix; the package names nothing
+#      of this checkout, and only the public headers are there;
+#   2. configure and build examples/hello with find_package(rpcjob) from that
+#      prefix (no package registry, nothing of the build tree on any path);
+#   3. run it with the installed `rpcjob run` on examples/hello/hello.yaml: every
+#      worker got an answer (a string and a tensor) from every peer, and each
+#      worker exited 0.
+set -euo pipefail
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$2 ;;
+    --source) src=$2 ;;
+    --work) work=$2 ;;
+    --cmake) cmake=$2 ;;
+    --generator) generator=$2 ;;
+    --cxx) cxx=$2 ;;
+    --launcher) launcher=$2 ;;
+    --prefix-path) prefix_path=$2 ;;
+    *) echo "usage: $0 --build DIR --source DIR --work DIR --cmake CMAKE ..." >&2; exit 2 ;;
+  esac
+  shift 2
+done
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+rm -rf "$work"
+mkdir -p "$work"
+prefix=$work/prefix
+
+echo "== cmake --install into $prefix"
+"$cmake" --install "$build" --prefix "$prefix" > "$work/install.log" \
+  || { cat "$work/install.log"; fail "cmake --install"; }
+package=$prefix/lib/cmake/rpcjob
+for f in rpcjobConfig.cmake rpcjobConfigVersion.cmake rpcjobTargets.cmake FindTensorpipe.cmake; do
+  [ -f "$package/$f" ] || fail "$package/$f not installed"
+done
+# Relocatable: no path into this checkout or its build tree.
+if grep -n -F -e "$src" -e "$build/" "$package"/*.cmake; then
+  fail "the installed package names the source or build tree (above)"
+fi
+for h in rpcjob/runtime/runtime.h rpcjob/runtime/future.h rpcjob/runtime/rref.h \
+         rpcjob/assignment/assignment.h rpcjob/assignment/environment.h rpcjob/version.h; do
+  [ -f "$prefix/include/$h" ] || fail "public header $h not installed"
+done
+private=$(cd "$prefix/include" && find . -type f | grep -v -E '^\./rpcjob/(runtime/[a-z_]+\.h|assignment/[a-z_]+\.h|version\.h)$' || true)
+[ -z "$private" ] || fail "not public headers installed: $private"
+[ -x "$prefix/bin/rpcjob" ] && [ -x "$prefix/bin/rpcjob-worker" ] || fail "rpcjob binaries not installed"
+
+echo "== configure examples/hello against $prefix"
+args=(-S "$src/examples/hello" -B "$work/build" -G "$generator" -DCMAKE_BUILD_TYPE=Release
+      -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+      -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF
+      "-DCMAKE_PREFIX_PATH=$prefix${prefix_path:+;${prefix_path//:/;}}")
+if [ -n "${launcher:-}" ] && [ -x "$launcher" ]; then
+  args+=(-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher")
+  export CCACHE_BASEDIR=$work  # a stable cache key although the prefix is new
+fi
+"$cmake" "${args[@]}" > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; fail "configure"; }
+grep -q -F -- "-- rpcjob $(cat "$src/VERSION") from $package" "$work/configure.log" \
+  || { cat "$work/configure.log"; fail "rpcjob was not found in $package"; }
+if grep -n -F -e "$build/" "$work/build/CMakeCache.txt" | grep -v -F "$work"; then
+  fail "the build tree is visible to examples/hello (above)"
+fi
+
+echo "== build examples/hello"
+"$cmake" --build "$work/build" -j2 > "$work/build.log" 2>&1 || { cat "$work/build.log"; fail "build"; }
+
+echo "== rpcjob run examples/hello/hello.yaml"
+set +e
+PATH="$work/build:$prefix/bin:$PATH" "$prefix/bin/rpcjob" run "$src/examples/hello/hello.yaml" \
+  --run-dir "$work/run" --grace-period 2 > "$work/run.log" 2>&1
+rc=$?
+set -e
+cat "$work/run.log"
+[ "$rc" -eq 0 ] || fail "rpcjob run exited $rc"
+workers=3
+for ((i = 0; i < workers; i++)); do
+  for ((j = 0; j < workers; j++)); do
+    [ "$i" -eq "$j" ] && continue
+    line="[worker$i] worker$i: worker$j answered \"hello worker$i, this is worker$j (rank $j)\"; sum(ones(4) + its rank) = $((4 * (1 + j)))"
+    grep -q -F -- "$line" "$work/run.log" || fail "missing: $line"
+  done
+  grep -q -F -- "[worker$i] worker$i: rank $i of $workers, rpcjob $(cat "$src/VERSION")" "$work/run.log" \
+    || fail "worker$i did not report its identity"
+  grep -q -F -- "[worker$i] worker$i: done" "$work/run.log" || fail "worker$i did not shut down"
+  grep -q -E "^worker$i +$i +0 " "$work/run.log" || fail "worker$i did not exit 0 (summary)"
+done
+echo "PASS: $workers workers, every one answered by every peer"
