@@ -15,7 +15,28 @@
 # Layout under the prefix: include/rpcjob/{runtime,assignment}/, include/rpcjob/version.h,
 # lib/librpcjob_*.{a,so}, lib/cmake/rpcjob/ (rpcjobConfig.cmake, its version file,
 # rpcjobTargets*.cmake and FindTensorpipe.cmake for find_dependency).
+
+# A shared build (BUILD_SHARED_LIBS=ON, the images') installs the project's shared
+# libraries the installed programs load, SDK or not: without them an installed
+# rpcjob-worker, rpcjob or rpcjob-operator would not start. Only the SDK's are
+# exported (below).
+foreach(lib rpcjob_api rpcjob_planner rpcjob_assignment rpcjob_metrics rpcjob_instrument
+            rpcjob_operator_lib)
+  if(TARGET ${lib})
+    get_target_property(type ${lib} TYPE)
+    if(type STREQUAL "SHARED_LIBRARY" AND NOT lib STREQUAL "rpcjob_assignment")
+      install(TARGETS ${lib} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+    endif()
+  endif()
+endforeach()
+
 if(NOT TARGET rpcjob_runtime)
+  if(TARGET rpcjob_assignment)
+    get_target_property(type rpcjob_assignment TYPE)
+    if(type STREQUAL "SHARED_LIBRARY")
+      install(TARGETS rpcjob_assignment LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+    endif()
+  endif()
   message(STATUS "rpcjob SDK not installed: the runtime is not built (RPCJOB_BUILD_WORKER=OFF)")
   return()
 endif()

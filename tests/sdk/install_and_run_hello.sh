@@ -1,7 +1,8 @@
 #!/bin/bash
 # The SDK end to end, as a new user follows examples/hello/README.md:
 #   1. cmake --install this build into a fresh prefix; the package names nothing
-#      of this checkout, and only the public headers are there;
+#      of this checkout, only the public headers are there, and the installed
+#      rpcjob and rpcjob-worker start from there;
 #   2. configure and build examples/hello with find_package(rpcjob) from that
 #      prefix (no package registry, nothing of the build tree on any path);
 #   3. run it with the installed `rpcjob run` on examples/hello/hello.yaml: every
@@ -46,7 +47,12 @@ for h in rpcjob/runtime/runtime.h rpcjob/runtime/future.h rpcjob/runtime/rref.h 
 done
 private=$(cd "$prefix/include" && find . -type f | grep -v -E '^\./rpcjob/(runtime/[a-z_]+\.h|assignment/[a-z_]+\.h|version\.h)$' || true)
 [ -z "$private" ] || fail "not public headers installed: $private"
-[ -x "$prefix/bin/rpcjob" ] && [ -x "$prefix/bin/rpcjob-worker" ] || fail "rpcjob binaries not installed"
+# The installed programs start from the prefix (a shared build: their libraries came along).
+version=$(cat "$src/VERSION")
+for program in rpcjob rpcjob-worker; do
+  out=$("$prefix/bin/$program" --version 2>&1) || fail "installed $program does not start: $out"
+  [ "$out" = "$program $version" ] || fail "installed $program --version: $out"
+done
 
 echo "== configure examples/hello against $prefix"
 args=(-S "$src/examples/hello" -B "$work/build" -G "$generator" -DCMAKE_BUILD_TYPE=Release
@@ -58,7 +64,7 @@ if [ -n "${launcher:-}" ] && [ -x "$launcher" ]; then
   export CCACHE_BASEDIR=$work  # a stable cache key although the prefix is new
 fi
 "$cmake" "${args[@]}" > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; fail "configure"; }
-grep -q -F -- "-- rpcjob $(cat "$src/VERSION") from $package" "$work/configure.log" \
+grep -q -F -- "-- rpcjob $version from $package" "$work/configure.log" \
   || { cat "$work/configure.log"; fail "rpcjob was not found in $package"; }
 if grep -n -F -e "$build/" "$work/build/CMakeCache.txt" | grep -v -F "$work"; then
   fail "the build tree is visible to examples/hello (above)"
@@ -82,7 +88,7 @@ for ((i = 0; i < workers; i++)); do
     line="[worker$i] worker$i: worker$j answered \"hello worker$i, this is worker$j (rank $j)\"; sum(ones(4) + its rank) = $((4 * (1 + j)))"
     grep -q -F -- "$line" "$work/run.log" || fail "missing: $line"
   done
-  grep -q -F -- "[worker$i] worker$i: rank $i of $workers, rpcjob $(cat "$src/VERSION")" "$work/run.log" \
+  grep -q -F -- "[worker$i] worker$i: rank $i of $workers, rpcjob $version" "$work/run.log" \
     || fail "worker$i did not report its identity"
   grep -q -F -- "[worker$i] worker$i: done" "$work/run.log" || fail "worker$i did not shut down"
   grep -q -E "^worker$i +$i +0 " "$work/run.log" || fail "worker$i did not exit 0 (summary)"
