@@ -110,9 +110,9 @@ for name in $images; do
     worker)
       check_common worker rpcjob-worker rpcjob-bench
       run_in "localhost/rpcjob-worker:$version" sh -c \
-        'ls /usr/local/lib/librpcjob_runtime.so* && test -f /usr/local/include/rpcjob/runtime/runtime.h && ls /usr/local/share/rpcjob/examples' \
-        >/dev/null && echo "ok: rpcjob-worker ships the runtime library, headers and examples" \
-        || fail "rpcjob-worker: library, headers or examples missing"
+        'ls /usr/local/lib/librpcjob_runtime.so* && test -f /usr/local/include/rpcjob/runtime/runtime.h && test -f /usr/local/lib/cmake/rpcjob/rpcjobConfig.cmake && ls /usr/local/share/rpcjob/examples' \
+        >/dev/null && echo "ok: rpcjob-worker ships the runtime library, headers, CMake package and examples" \
+        || fail "rpcjob-worker: library, headers, CMake package or examples missing"
       # Two workers in one container exchange tensors (smoke-workers.sh runs inside).
       ctr=$(bah from --pull=never "localhost/rpcjob-worker:$version")
       bah copy "$ctr" "$here/smoke-workers.sh" /tmp/smoke-workers.sh >/dev/null
