@@ -116,10 +116,9 @@ install(FILES ${PROJECT_BINARY_DIR}/generated/rpcjob/version.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rpcjob)
 install(EXPORT rpcjobTargets NAMESPACE rpcjob:: DESTINATION ${RPCJOB_CMAKE_DIR})
 
-# What the package config finds again for the user (find_dependency), recorded
-# from this build: the same Torch (HINTS: where this build found it; the user's
-# CMAKE_PREFIX_PATH still wins), and TensorPipe, yaml-cpp and CUDA only where a
-# static runtime needs them at link time.
+# What the package config finds again for the user (find_dependency): Torch, and
+# TensorPipe, yaml-cpp and CUDA only where a static runtime needs them at link
+# time; the build's choices (static, CUDA) are recorded, not its paths.
 set(RPCJOB_SDK_WITH_CUDA ${RPCJOB_WITH_CUDA})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/rpcjobConfig.cmake.in
   ${PROJECT_BINARY_DIR}/generated/rpcjobConfig.cmake

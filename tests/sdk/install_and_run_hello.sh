@@ -37,9 +37,13 @@ package=$prefix/lib/cmake/rpcjob
 for f in rpcjobConfig.cmake rpcjobConfigVersion.cmake rpcjobTargets.cmake FindTensorpipe.cmake; do
   [ -f "$package/$f" ] || fail "$package/$f not installed"
 done
-# Relocatable: no path into this checkout or its build tree.
+# Relocatable: no path into this checkout or its build tree, nor any other
+# absolute path (this machine's libtorch, yaml-cpp...): the user's own are found.
 if grep -n -F -e "$src" -e "$build/" "$package"/*.cmake; then
   fail "the installed package names the source or build tree (above)"
+fi
+if grep -n -E '("|;)/' "$package"/rpcjob*.cmake | grep -v -E ':[0-9]+: *#|_IMPORT_PREFIX STREQUAL "/"'; then
+  fail "the installed package has absolute paths (above)"
 fi
 for h in rpcjob/runtime/runtime.h rpcjob/runtime/future.h rpcjob/runtime/rref.h \
          rpcjob/assignment/assignment.h rpcjob/assignment/environment.h rpcjob/version.h; do
