@@ -120,6 +120,12 @@ install(EXPORT rpcjobTargets NAMESPACE rpcjob:: DESTINATION ${RPCJOB_CMAKE_DIR})
 # TensorPipe, yaml-cpp and CUDA only where a static runtime needs them at link
 # time; the build's choices (static, CUDA) are recorded, not its paths.
 set(RPCJOB_SDK_WITH_CUDA ${RPCJOB_WITH_CUDA})
+# Debian's TensorPipe is a library of its own; PyTorch's is inside libtorch.
+if(TARGET tensorpipe)
+  set(RPCJOB_SDK_TENSORPIPE_LIBRARY ON)
+else()
+  set(RPCJOB_SDK_TENSORPIPE_LIBRARY OFF)
+endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/rpcjobConfig.cmake.in
   ${PROJECT_BINARY_DIR}/generated/rpcjobConfig.cmake
   INSTALL_DESTINATION ${RPCJOB_CMAKE_DIR})
