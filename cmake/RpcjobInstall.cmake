@@ -8,8 +8,9 @@
 #   rpcjob::version     rpcjob/version.h (RPCJOB_VERSION_STRING)
 #
 # plus, in a static build, the libraries rpcjob::runtime needs at link time only
-# (rpcjob::wire, rpcjob::cuda_kernels): never link those by name. Private headers
-# (worker/src) are not installed. Installed here, not in worker/CMakeLists.txt and
+# (rpcjob::wire, rpcjob::cuda_kernels): never link those by name. Public headers
+# are the exported libraries' include/ folders; private ones (worker/src) are not
+# installed. Installed here, not in worker/CMakeLists.txt and
 # assignment/CMakeLists.txt, so that those stay about building.
 #
 # Layout under the prefix: include/rpcjob/{runtime,assignment}/, include/rpcjob/version.h,
@@ -84,33 +85,68 @@ foreach(lib IN LISTS links)
 endforeach()
 set_property(TARGET rpcjob_runtime PROPERTY INTERFACE_LINK_LIBRARIES "${fixed}")
 
-set(rpcjob_exported rpcjob_runtime rpcjob_assignment rpcjob_version)
-set_target_properties(rpcjob_runtime PROPERTIES EXPORT_NAME runtime)
-set_target_properties(rpcjob_assignment PROPERTIES EXPORT_NAME assignment)
-set_target_properties(rpcjob_version PROPERTIES EXPORT_NAME version)
-# A static runtime carries its private static libraries as link-only
-# dependencies, so they are part of the export too.
+# What is exported: rpcjob_runtime, rpcjob_version, and every library of this
+# project rpcjob_runtime's link interface names, followed through those: its
+# public ones (rpcjob::assignment) and, for a static runtime, the private static
+# ones it needs at link time ($<LINK_ONLY:rpcjob_wire>, the CUDA kernels). Found
+# by walking the targets, so a library another part adds to the runtime is
+# exported without editing this list. Each is exported as rpcjob::<name without
+# the rpcjob_ prefix>.
+set(rpcjob_exported rpcjob_version)
+set(queue rpcjob_runtime)
+while(queue)
+  list(POP_FRONT queue target)
+  get_target_property(aliased ${target} ALIASED_TARGET)
+  if(aliased)
+    set(target ${aliased})
+  endif()
+  if(target IN_LIST rpcjob_exported)
+    continue()
+  endif()
+  list(APPEND rpcjob_exported ${target})
+  get_target_property(links ${target} INTERFACE_LINK_LIBRARIES)
+  foreach(lib IN LISTS links)
+    string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" lib "${lib}")
+    if(lib MATCHES "^\\$<" OR NOT TARGET "${lib}")
+      continue()
+    endif()
+    get_target_property(imported ${lib} IMPORTED)
+    if(NOT imported)
+      list(APPEND queue ${lib})
+    endif()
+  endforeach()
+endwhile()
+
+# Public headers: each exported library's include/ folder in this checkout (a
+# library's private folder, like rpcjob_wire's worker/src, is not installed) and
+# the generated rpcjob/version.h.
+set(public_include_dirs "")
+foreach(target IN LISTS rpcjob_exported)
+  string(REGEX REPLACE "^rpcjob_" "" name ${target})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${name})
+  get_target_property(dirs ${target} INTERFACE_INCLUDE_DIRECTORIES)
+  foreach(dir IN LISTS dirs)
+    string(REGEX REPLACE "^\\$<BUILD_INTERFACE:(.*)>$" "\\1" dir "${dir}")
+    string(FIND "${dir}" "${PROJECT_SOURCE_DIR}/" at)
+    if(at EQUAL 0 AND dir MATCHES "/include$")
+      list(APPEND public_include_dirs "${dir}/")
+    endif()
+  endforeach()
+  rpcjob_build_only_includes(${target})
+endforeach()
+list(REMOVE_DUPLICATES public_include_dirs)
 get_target_property(RPCJOB_RUNTIME_TYPE rpcjob_runtime TYPE)
 if(RPCJOB_RUNTIME_TYPE STREQUAL "STATIC_LIBRARY")
   set(RPCJOB_SDK_STATIC ON)
 else()
   set(RPCJOB_SDK_STATIC OFF)
 endif()
-if(RPCJOB_SDK_STATIC)
-  set_target_properties(rpcjob_wire PROPERTIES EXPORT_NAME wire)
-  rpcjob_build_only_includes(rpcjob_wire)
-  list(APPEND rpcjob_exported rpcjob_wire)
-  if(TARGET rpcjob_cuda_kernels)
-    set_target_properties(rpcjob_cuda_kernels PROPERTIES EXPORT_NAME cuda_kernels)
-    list(APPEND rpcjob_exported rpcjob_cuda_kernels)
-  endif()
-endif()
 
 install(TARGETS ${rpcjob_exported} EXPORT rpcjobTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/worker/include/ ${PROJECT_SOURCE_DIR}/assignment/include/
+install(DIRECTORY ${public_include_dirs}
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 install(FILES ${PROJECT_BINARY_DIR}/generated/rpcjob/version.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rpcjob)
