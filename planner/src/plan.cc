@@ -39,6 +39,22 @@ std::vector<WorkerPlacement> layOut(const api::RpcJob& job, const std::vector<Sl
   std::map<std::string, int> membersOf;  // pod (or node, locally) -> workers so far
   std::map<std::string, int> gpusUsed;   // pod (or node, locally) -> GPU shares handed out
   const int sharing = std::max(1, job.spec.placement.workersPerGpu);
+  // Locally, the physical GPUs in the order that makes neighbours NVLink-joined.
+  std::map<std::string, std::vector<int>> gpuOrder;  // node -> GPUs to hand out, in order
+  if (target == Target::Local) {
+    std::map<int, int64_t> shares;  // node index -> GPU shares placed there
+    for (std::size_t s = 0; s < slots.size(); ++s) shares[nodeOf[s]] += slots[s].demand.gpus;
+    for (const auto& [node, total] : shares) {
+      const Node& n = cluster.nodes[node];
+      const int needed = static_cast<int>((total + sharing - 1) / sharing);
+      gpuOrder[n.name] = neighbourOrder(n.gpuTopology, needed);
+    }
+  }
+  auto physical = [&](const std::string& scope, int index) {
+    const auto it = gpuOrder.find(scope);
+    return it != gpuOrder.end() && index < static_cast<int>(it->second.size()) ? it->second[index]
+                                                                               : index;
+  };
   for (std::size_t s : rankOrder(slots, nodeOf)) {
     const Slot& slot = slots[s];
     WorkerPlacement w;
@@ -60,7 +76,9 @@ std::vector<WorkerPlacement> layOut(const api::RpcJob& job, const std::vector<Sl
     const std::string scope = target == Target::Kubernetes ? w.pod : w.node;
     w.indexInPod = membersOf[scope]++;
     // With workersPerGpu N, consecutive GPU workers of a scope share GPU i / N.
-    for (int64_t k = 0; k < slot.demand.gpus; ++k) w.gpus.push_back(gpusUsed[scope]++ / sharing);
+    for (int64_t k = 0; k < slot.demand.gpus; ++k) {
+      w.gpus.push_back(physical(scope, gpusUsed[scope]++ / sharing));
+    }
     workers.push_back(std::move(w));
   }
   return workers;
@@ -181,6 +199,18 @@ Plan planJob(const api::RpcJob& job, const ClusterView& cluster, const PlanOptio
     plan.notes.push_back(
         "some GPU workers have no allowed cuda channel between them: no device map; their CUDA "
         "tensors go through CPU memory");
+  }
+  std::set<std::string> described;
+  for (const auto& w : plan.workers) {
+    const Node* node = nodeByName[w.node];
+    if (w.gpus.empty() || !node->gpuTopology.known() || !described.insert(w.node).second) continue;
+    std::string gpus;
+    for (const auto& v : plan.workers) {
+      if (v.node != w.node) continue;
+      for (int g : v.gpus) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
+    }
+    plan.notes.push_back("GPU topology of " + w.node + ": " + describeTopology(node->gpuTopology) +
+                         (local ? "; GPUs by rank " + gpus : ""));
   }
   if (job.spec.placement.workersPerGpu > 1) {
     std::map<std::pair<std::string, int>, std::vector<std::string>> sharers;  // (scope, gpu)
