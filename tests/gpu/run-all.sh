@@ -103,6 +103,9 @@ if [[ $what == all || $what == e2e ]]; then
   # rpcjob run of the CUDA examples: the runner counts the GPUs through NVML. The
   # one-GPU example (two workers share GPU 0) runs anywhere; the two-GPU one where
   # there are two.
+  # The plan rpcjob run makes here, with the GPU topology NVML reports.
+  $B/runner/rpcjob plan examples/model-split-one-gpu.yaml --local >"$L/plan_local.txt" 2>&1
+  say "rpcjob plan --local rc=$?: $(grep -m1 'GPU topology' "$L/plan_local.txt")"
   examples="model-split-one-gpu"
   ((GPUS > 1)) && examples="$examples model-split-cuda"
   port=29700
