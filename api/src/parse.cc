@@ -70,6 +70,10 @@ Placement readPlacement(Reader& r, const YAML::Node& node) {
                                 valuesOf("spec.placement.workersPerPod"));
     if (perPod == "Auto") p.workersPerPod = WorkersPerPod::Auto;
   }
+  if (present(node["workersPerGpu"])) {
+    p.workersPerGpu = r.smallInteger(node["workersPerGpu"], "spec.placement.workersPerGpu")
+                          .value_or(p.workersPerGpu);
+  }
   return p;
 }
 

@@ -8,7 +8,7 @@ const std::map<std::string, std::set<std::string>>& objectFields() {
       {"spec",
        {"workers", "placement", "deviceMaps", "transports", "channels", "runPolicy", "metrics"}},
       {"spec.workers[]", {"name", "replicas", "gpusPerWorker", "template"}},
-      {"spec.placement", {"policy", "workersPerPod"}},
+      {"spec.placement", {"policy", "workersPerPod", "workersPerGpu"}},
       {"spec.deviceMaps", {"mode", "maps"}},
       {"spec.deviceMaps.maps[]", {"from", "to", "devices"}},
       {"spec.runPolicy",

@@ -105,6 +105,7 @@ std::string specToJson(const RpcJobSpec& spec) {
   } else {
     placement.str("workersPerPod", "Auto");
   }
+  placement.num("workersPerGpu", spec.placement.workersPerGpu);
   return JsonObject()
       .raw("workers", jsonArray(groups))
       .raw("placement", placement.json())

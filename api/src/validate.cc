@@ -198,6 +198,26 @@ void checkDeviceMaps(Collector& c, const RpcJobSpec& spec) {
   }
 }
 
+void checkGpuSharing(Collector& c, const RpcJobSpec& spec) {
+  const int n = spec.placement.workersPerGpu;
+  const std::string path = "spec.placement.workersPerGpu";
+  if (n < 1 || n > kMaxWorkersPerGpu) {
+    c.add(path, "must be 1.." + std::to_string(kMaxWorkersPerGpu) + ", got " + std::to_string(n));
+    return;
+  }
+  if (n == 1) return;
+  if (spec.placement.workersPerPod != WorkersPerPod::Auto) {
+    c.add(path, "workers share a GPU only inside one pod: set spec.placement.workersPerPod: Auto");
+  }
+  for (std::size_t i = 0; i < spec.workers.size(); ++i) {
+    if (spec.workers[i].gpusPerWorker > 1) {
+      c.add(at("spec.workers", i) + ".gpusPerWorker",
+            "must be 0 or 1 when workers share GPUs (spec.placement.workersPerGpu " +
+                std::to_string(n) + "), got " + std::to_string(spec.workers[i].gpusPerWorker));
+    }
+  }
+}
+
 void checkPolicies(Collector& c, const RpcJobSpec& spec) {
   const RunPolicy& p = spec.runPolicy;
   if (p.backoffLimit < 0) {
@@ -231,6 +251,7 @@ std::vector<FieldError> validateRpcJob(const RpcJob& job, const SourceMap& lines
   checkNames(c, job.spec.transports, "spec.transports", isKnownTransport, "transport");
   checkNames(c, job.spec.channels, "spec.channels", isKnownChannel, "channel");
   checkDeviceMaps(c, job.spec);
+  checkGpuSharing(c, job.spec);
   checkPolicies(c, job.spec);
   return errors;
 }

@@ -1,8 +1,9 @@
 // rpcjob's side of the GPU benchmark (benchmarks/gpu/run.sh prints it beside
 // PyTorch's RPC measured in the same run): CUDA identity round trips of 4 MB
-// and 400 MB (cuda:0 -> cuda:1 -> cuda:0), the small CUDA call round trip, and
-// the model-split experiment (10 forward passes, linear on cuda:0 here, linear
-// on cuda:1 in the worker). One JSON object on stdout.
+// and 400 MB (cuda:0 -> cuda:1 -> cuda:0, or cuda:0 -> cuda:0 in the other process
+// on a one-GPU machine), the small CUDA call round trip, and the model-split
+// experiment (10 forward passes, linear on cuda:0 here, linear on the worker's GPU
+// there). One JSON object on stdout.
 // Channels: RPCJOB_GPU_CHANNELS (empty: every viable one, cuda_nvlink first).
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -39,22 +40,25 @@ std::vector<double> roundTrips(runtime::Runtime& rt, const at::Tensor& x, int wa
   return out;
 }
 
-// The hardware's bound for the same round trip: cudaMemcpyPeerAsync cuda:0 -> cuda:1
-// -> cuda:0 in this process, one stream, host waits at the end. Measured last: it
-// enables peer access in this process, which the RPC measurements must not have.
-std::vector<double> rawRoundTrips(const at::Tensor& x, int warmup, int n) {
-  for (int from : {0, 1}) {
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(from));
-    if (cudaDeviceEnablePeerAccess(1 - from, 0) != cudaSuccess) cudaGetLastError();
+// The hardware's bound for the same round trip: cudaMemcpyPeerAsync cuda:0 -> cuda:peer
+// -> cuda:0 in this process (peer 0 on a one-GPU machine: two device-to-device
+// copies), one stream, host waits at the end. Measured last: it enables peer access
+// in this process, which the RPC measurements must not have.
+std::vector<double> rawRoundTrips(const at::Tensor& x, int peer, int warmup, int n) {
+  if (peer != 0) {
+    for (int from : {0, peer}) {
+      c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(from));
+      if (cudaDeviceEnablePeerAccess(peer - from, 0) != cudaSuccess) cudaGetLastError();
+    }
   }
-  at::Tensor there = at::empty_like(x, x.options().device(at::kCUDA, 1));
+  at::Tensor there = at::empty_like(x, x.options().device(at::kCUDA, peer));
   at::Tensor back = at::empty_like(x);
   auto stream = c10::cuda::getStreamFromPool(false, 0);
   std::vector<double> out;
   for (int i = 0; i < warmup + n; ++i) {
     auto t0 = Clock::now();
-    cudaMemcpyPeerAsync(there.data_ptr(), 1, x.data_ptr(), 0, x.nbytes(), stream);
-    cudaMemcpyPeerAsync(back.data_ptr(), 0, there.data_ptr(), 1, x.nbytes(), stream);
+    cudaMemcpyPeerAsync(there.data_ptr(), peer, x.data_ptr(), 0, x.nbytes(), stream);
+    cudaMemcpyPeerAsync(back.data_ptr(), 0, there.data_ptr(), peer, x.nbytes(), stream);
     stream.synchronize();
     if (i >= warmup) out.push_back(seconds(Clock::now() - t0));
   }
@@ -71,7 +75,13 @@ double pct(const std::vector<double>& v, double p) {
 int main() {
   gpu::runWorkerIfAsked();
   const char* ch = std::getenv("RPCJOB_GPU_CHANNELS");
-  gpu::Pair pair({{"cuda:0", "cuda:1"}}, "", ch ? ch : "");
+  // The worker's GPU: cuda:1 where there is one, else both processes share cuda:0
+  // (RPCJOB_GPU_PEER_DEVICE=0 asks for the shared GPU on a larger machine too).
+  const char* peerEnv = std::getenv("RPCJOB_GPU_PEER_DEVICE");
+  const int peer = peerEnv != nullptr && *peerEnv != '\0' ? std::atoi(peerEnv)
+                                                          : (c10::cuda::device_count() > 1 ? 1 : 0);
+  const std::string remote = "cuda:" + std::to_string(peer);
+  gpu::Pair pair({{"cuda:0", remote}}, "", ch ? ch : "");
   pair.start();
   auto& rt = pair.rt();
   auto opts = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, 0);
@@ -95,16 +105,17 @@ int main() {
   for (int i = 0; i < 10; ++i) y = rt.rpcSync("w1", "linear1", {at::linear(x, w0, b0)}).toTensor();
   c10::cuda::getCurrentCUDAStream(0).synchronize();
   double split = seconds(Clock::now() - t0);
-  auto raw400 = rawRoundTrips(mb400, 3, 20);
+  auto raw400 = rawRoundTrips(mb400, peer, 3, 20);
   std::printf(
-      "{\"impl\": \"rpcjob\", \"channel\": \"%s\", \"small_p50_us\": %.1f, \"small_p99_us\": %.1f, "
+      "{\"impl\": \"rpcjob\", \"devices\": \"cuda:0->%s\", \"channel\": \"%s\", \"small_p50_us\": "
+      "%.1f, \"small_p99_us\": %.1f, "
       "\"rt4mb_ms\": %.3f, \"rt400mb_ms\": %.3f, \"rt400mb_gbs\": %.1f, \"rt400mb_p10_p90_ms\": "
       "[%.3f, %.3f], \"raw_rt400mb_ms\": %.3f, \"raw_rt400mb_gbs\": %.1f, "
       "\"model_split_s\": %.4f}\n",
-      pair.channelFor("cuda:0", "cuda:1").c_str(), pct(s, 0.5) * 1e6, pct(s, 0.99) * 1e6,
-      pct(r4, 0.5) * 1e3, pct(r400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(r400, 0.5),
-      pct(r400, 0.1) * 1e3, pct(r400, 0.9) * 1e3, pct(raw400, 0.5) * 1e3,
-      2 * 400e6 / 1e9 / pct(raw400, 0.5), split);
+      remote.c_str(), pair.channelFor("cuda:0", remote).c_str(), pct(s, 0.5) * 1e6,
+      pct(s, 0.99) * 1e6, pct(r4, 0.5) * 1e3, pct(r400, 0.5) * 1e3,
+      2 * 400e6 / 1e9 / pct(r400, 0.5), pct(r400, 0.1) * 1e3, pct(r400, 0.9) * 1e3,
+      pct(raw400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(raw400, 0.5), split);
   std::fflush(stdout);
   return 0;
 }

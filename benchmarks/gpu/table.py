@@ -3,18 +3,19 @@ import json
 import sys
 
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
-print("| implementation | channel cuda:0->cuda:1 | small CUDA call p50 / p99 (us) | 4 MB CUDA round trip (ms) "
+print("| implementation | devices | channel | small CUDA call p50 / p99 (us) | 4 MB CUDA round trip (ms) "
       "| 400 MB CUDA round trip, p50 (p10-p90) (ms) | 400 MB effective (GB/s) | model split, 10 fwd (s) |")
-print("|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|")
 raw = None
 for r in rows:
     spread = r.get("rt400mb_p10_p90_ms")
     spread = f" ({spread[0]}-{spread[1]})" if spread else ""
-    print(f"| {r['impl']} | {r['channel']} | {r['small_p50_us']} / {r['small_p99_us']} | {r['rt4mb_ms']} "
+    print(f"| {r['impl']} | {r.get('devices', 'cuda:0->cuda:1')} | {r['channel']} | {r['small_p50_us']} / {r['small_p99_us']} | {r['rt4mb_ms']} "
           f"| {r['rt400mb_ms']}{spread} | {r['rt400mb_gbs']} | {r['model_split_s']} |")
-    raw = raw or (r.get("raw_rt400mb_ms"), r.get("raw_rt400mb_gbs"))
+    raw = raw or (r.get("raw_rt400mb_ms"), r.get("raw_rt400mb_gbs"), r.get("devices", "cuda:0->cuda:1"))
 if raw and raw[0]:
-    print(f"\nThe hardware's bound, same run: cudaMemcpyPeerAsync 400 MB cuda:0 -> cuda:1 -> cuda:0 in one "
+    there = raw[2].split("->")[-1]
+    print(f"\nThe hardware's bound, same run: cudaMemcpyPeerAsync 400 MB cuda:0 -> {there} -> cuda:0 in one "
           f"process, {raw[0]} ms ({raw[1]} GB/s effective).")
 # PyTorch 2.11's own RPC on this machine kind (../shared/GPU.md, same host, 2 processes).
 TORCH_CPU = {"small_rtt_p50_us": 778, "small_rtt_p99_us": 1533, "async_calls_per_s": 4457,

@@ -1,5 +1,7 @@
 """PyTorch's side of the GPU benchmark: torch.distributed.rpc (TensorPipe, device
-map {0: 1}) measured like benchmarks/gpu/gpu_bench.cc. One JSON line on stdout."""
+map {0: 1}, or {0: 0} on a one-GPU machine: both processes on cuda:0) measured like
+benchmarks/gpu/gpu_bench.cc. One JSON line on stdout.
+RPCJOB_GPU_PEER_DEVICE picks the worker's GPU as in gpu_bench.cc."""
 import json
 import os
 import sys
@@ -42,12 +44,20 @@ def pct(v, p):
     return v[min(len(v) - 1, int(p * len(v)))]
 
 
+def peer_device():
+    env = os.environ.get("RPCJOB_GPU_PEER_DEVICE", "")
+    if env:
+        return int(env)
+    return 1 if torch.cuda.device_count() > 1 else 0
+
+
 def run(rank, port):
+    peer = peer_device()
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     opts = rpc.TensorPipeRpcBackendOptions(num_worker_threads=16)
     if rank == 0:
-        opts.set_device_map("worker1", {0: 1})
+        opts.set_device_map("worker1", {0: peer})
     rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, rpc_backend_options=opts)
     if rank == 0:
         small = torch.ones(1, device="cuda:0")
@@ -67,7 +77,8 @@ def run(rank, port):
                 y = rpc.rpc_sync("worker1", linear1, args=(lm(x),))
             torch.cuda.current_stream(0).synchronize()
             split = time.perf_counter() - t0
-        print(json.dumps({"impl": "pytorch", "channel": "pytorch (cuda_ipc)",
+        print(json.dumps({"impl": "pytorch", "devices": f"cuda:0->cuda:{peer}",
+                          "channel": "pytorch (TensorPipe's choice)",
                           "small_p50_us": round(pct(s, 0.5) * 1e6, 1),
                           "small_p99_us": round(pct(s, 0.99) * 1e6, 1),
                           "rt4mb_ms": round(pct(r4, 0.5) * 1e3, 3),

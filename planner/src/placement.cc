@@ -31,10 +31,13 @@ bool isCandidate(const Slot& slot, int node) {
 std::optional<std::vector<int>> placeInOrder(const std::vector<Slot>& slots,
                                              const std::vector<std::size_t>& order,
                                              const ClusterView& cluster,
-                                             api::PlacementPolicy policy) {
+                                             api::PlacementPolicy policy, int workersPerGpu) {
   const int nodeCount = static_cast<int>(cluster.nodes.size());
   std::vector<Resources> free;
-  for (const auto& node : cluster.nodes) free.push_back(cluster.freeOn(node));
+  for (const auto& node : cluster.nodes) {
+    free.push_back(cluster.freeOn(node));
+    free.back().gpus *= std::max(1, workersPerGpu);  // in workers' shares of a GPU
+  }
   std::vector<int> workersOn(nodeCount, 0);
   std::vector<int> opened;  // Pack: nodes in the order they were first used
   std::vector<int> result(slots.size(), -1);
@@ -90,15 +93,15 @@ std::vector<Slot> makeSlots(const api::RpcJob& job, const ClusterView& cluster) 
 }
 
 std::optional<std::vector<int>> place(const std::vector<Slot>& slots, const ClusterView& cluster,
-                                      api::PlacementPolicy policy) {
+                                      api::PlacementPolicy policy, int workersPerGpu) {
   std::vector<std::size_t> order(slots.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  if (auto placed = placeInOrder(slots, order, cluster, policy)) return placed;
+  if (auto placed = placeInOrder(slots, order, cluster, policy, workersPerGpu)) return placed;
   // Largest first packs better when groups differ in size; ties keep natural order.
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return sizeKey(slots[a].demand) < sizeKey(slots[b].demand);
   });
-  return placeInOrder(slots, order, cluster, policy);
+  return placeInOrder(slots, order, cluster, policy, workersPerGpu);
 }
 
 }  // namespace rpcjob::planner::detail

@@ -37,7 +37,24 @@ std::vector<WorkerPlacement> layOut(const api::RpcJob& job, const std::vector<Sl
   std::vector<WorkerPlacement> workers;
   std::map<std::string, int> podOfNode;  // Auto: node -> pod number
   std::map<std::string, int> membersOf;  // pod (or node, locally) -> workers so far
-  std::map<std::string, int> gpusUsed;   // pod (or node, locally) -> GPUs handed out
+  std::map<std::string, int> gpusUsed;   // pod (or node, locally) -> GPU shares handed out
+  const int sharing = std::max(1, job.spec.placement.workersPerGpu);
+  // Locally, the physical GPUs in the order that makes neighbours NVLink-joined.
+  std::map<std::string, std::vector<int>> gpuOrder;  // node -> GPUs to hand out, in order
+  if (target == Target::Local) {
+    std::map<int, int64_t> shares;  // node index -> GPU shares placed there
+    for (std::size_t s = 0; s < slots.size(); ++s) shares[nodeOf[s]] += slots[s].demand.gpus;
+    for (const auto& [node, total] : shares) {
+      const Node& n = cluster.nodes[node];
+      const int needed = static_cast<int>((total + sharing - 1) / sharing);
+      gpuOrder[n.name] = neighbourOrder(n.gpuTopology, needed);
+    }
+  }
+  auto physical = [&](const std::string& scope, int index) {
+    const auto it = gpuOrder.find(scope);
+    return it != gpuOrder.end() && index < static_cast<int>(it->second.size()) ? it->second[index]
+                                                                               : index;
+  };
   for (std::size_t s : rankOrder(slots, nodeOf)) {
     const Slot& slot = slots[s];
     WorkerPlacement w;
@@ -58,14 +75,17 @@ std::vector<WorkerPlacement> layOut(const api::RpcJob& job, const std::vector<Sl
     // local process sees every GPU of the machine.
     const std::string scope = target == Target::Kubernetes ? w.pod : w.node;
     w.indexInPod = membersOf[scope]++;
-    for (int64_t k = 0; k < slot.demand.gpus; ++k) w.gpus.push_back(gpusUsed[scope]++);
+    // With workersPerGpu N, consecutive GPU workers of a scope share GPU i / N.
+    for (int64_t k = 0; k < slot.demand.gpus; ++k) {
+      w.gpus.push_back(physical(scope, gpusUsed[scope]++ / sharing));
+    }
     workers.push_back(std::move(w));
   }
   return workers;
 }
 
 std::vector<PodPlan> podsOf(const std::vector<WorkerPlacement>& workers,
-                            const std::vector<Slot>& slotsByName) {
+                            const std::vector<Slot>& slotsByName, int workersPerGpu) {
   std::map<std::string, Resources> demand;
   for (const auto& s : slotsByName) demand[s.name] = s.demand;
   std::vector<PodPlan> pods;
@@ -77,6 +97,9 @@ std::vector<PodPlan> podsOf(const std::vector<WorkerPlacement>& workers,
     pod.workers.push_back(w.name);
     pod.requests += demand[w.name];
   }
+  // Workers sharing GPUs: the pod asks for its GPUs, not for its workers' shares.
+  const int sharing = std::max(1, workersPerGpu);
+  for (auto& pod : pods) pod.requests.gpus = (pod.requests.gpus + sharing - 1) / sharing;
   return pods;
 }
 
@@ -116,7 +139,8 @@ Plan planJob(const api::RpcJob& job, const ClusterView& cluster, const PlanOptio
     return plan;
   }
   const std::vector<Slot> slots = detail::makeSlots(job, cluster);
-  const auto nodeOf = detail::place(slots, cluster, job.spec.placement.policy);
+  const auto nodeOf =
+      detail::place(slots, cluster, job.spec.placement.policy, job.spec.placement.workersPerGpu);
   if (!nodeOf) {
     return failed(PlanOutcome::Unschedulable, "Unschedulable",
                   detail::explainUnschedulable(job, slots, cluster));
@@ -125,7 +149,7 @@ Plan planJob(const api::RpcJob& job, const ClusterView& cluster, const PlanOptio
   Plan plan;
   plan.workers = layOut(job, slots, *nodeOf, cluster, options.target);
   const bool local = options.target == Target::Local;
-  if (!local) plan.pods = podsOf(plan.workers, slots);
+  if (!local) plan.pods = podsOf(plan.workers, slots, job.spec.placement.workersPerGpu);
   std::map<std::string, const Node*> nodeByName;
   for (const auto& n : cluster.nodes) nodeByName[n.name] = &n;
   std::map<std::string, std::size_t> podIndex;
@@ -175,6 +199,33 @@ Plan planJob(const api::RpcJob& job, const ClusterView& cluster, const PlanOptio
     plan.notes.push_back(
         "some GPU workers have no allowed cuda channel between them: no device map; their CUDA "
         "tensors go through CPU memory");
+  }
+  std::set<std::string> described;
+  for (const auto& w : plan.workers) {
+    const Node* node = nodeByName[w.node];
+    if (w.gpus.empty() || !node->gpuTopology.known() || !described.insert(w.node).second) continue;
+    std::string gpus;
+    for (const auto& v : plan.workers) {
+      if (v.node != w.node) continue;
+      for (int g : v.gpus) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
+    }
+    plan.notes.push_back("GPU topology of " + w.node + ": " + describeTopology(node->gpuTopology) +
+                         (local ? "; GPUs by rank " + gpus : ""));
+  }
+  if (job.spec.placement.workersPerGpu > 1) {
+    std::map<std::pair<std::string, int>, std::vector<std::string>> sharers;  // (scope, gpu)
+    for (const auto& w : plan.workers) {
+      for (int g : w.gpus) sharers[{local ? w.node : w.pod, g}].push_back(w.name);
+    }
+    for (const auto& [where, names] : sharers) {
+      if (names.size() < 2) continue;
+      std::string list;
+      for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
+      plan.notes.push_back("workers " + list + " share GPU " + std::to_string(where.second) +
+                           " of " + where.first + " (spec.placement.workersPerGpu " +
+                           std::to_string(job.spec.placement.workersPerGpu) +
+                           "; cuda:X maps to cuda:X on the same GPU)");
+    }
   }
   for (const auto& pod : plan.pods) {
     const Node* node = nodeByName[pod.node];

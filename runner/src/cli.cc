@@ -32,6 +32,7 @@ namespace fs = std::filesystem;
 const char* const kUsage =
     "usage: rpcjob validate JOB.yaml\n"
     "       rpcjob plan JOB.yaml --nodes NODES.yaml [--output table|yaml]\n"
+    "       rpcjob plan JOB.yaml --local [--gpus N] [--gpu-topology TOPO.txt] [--output ...]\n"
     "       rpcjob run JOB.yaml [--worker-binary PATH] [--run-dir DIR] [--first-port N]\n"
     "                           [--gpus N] [--grace-period SECONDS]\n"
     "       rpcjob --version\n";
@@ -57,7 +58,9 @@ struct Args {
   std::string error;
 };
 
-Args parseArgs(const std::vector<std::string>& args, const std::vector<std::string>& known) {
+// `switches` take no value (present: "true").
+Args parseArgs(const std::vector<std::string>& args, const std::vector<std::string>& known,
+               const std::vector<std::string>& switches = {}) {
   Args out;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -67,6 +70,10 @@ Args parseArgs(const std::vector<std::string>& args, const std::vector<std::stri
     }
     std::string name = a, value;
     const auto eq = a.find('=');
+    if (std::find(switches.begin(), switches.end(), a) != switches.end()) {
+      out.flags[a] = "true";
+      continue;
+    }
     if (eq != std::string::npos) {
       name = a.substr(0, eq);
       value = a.substr(eq + 1);
@@ -124,15 +131,67 @@ int cmdValidate(const std::vector<std::string>& rest) {
   return kExitOk;
 }
 
+// `rpcjob plan --local`: the plan `rpcjob run` would make on this machine, with the
+// GPU topology NVML reports or one recorded with `nvidia-smi topo -m`.
+int cmdPlanLocal(const Args& args, const api::RpcJob& job, const std::string& output) {
+  std::optional<int> gpus;
+  if (args.flags.count("--gpus")) {
+    const auto n = parseNumber(args.flags.at("--gpus"), 0, 1024);
+    if (!n) return usage("--gpus takes a count >= 0");
+    gpus = static_cast<int>(*n);
+  }
+  LocalResources local = detectLocalResources(gpus);
+  if (args.flags.count("--gpu-topology")) {
+    const std::string path = args.flags.at("--gpu-topology");
+    const auto text = readFile(path);
+    if (!text) {
+      std::cerr << "rpcjob: cannot read " << path << "\n";
+      return kExitUsage;
+    }
+    std::string error;
+    const auto topology = planner::parseTopoMatrix(*text, error);
+    if (!topology) {
+      std::cerr << path << ": not a GPU topology: " << error << "\n";
+      return kExitUsage;
+    }
+    local.topology = *topology;
+    local.topology.source = path;
+    if (!gpus) local.gpus = topology->gpus;
+  }
+  std::cout << "# GPU topology: " << planner::describeTopology(local.topology) << "\n";
+  planner::PlanOptions options;
+  options.target = planner::Target::Local;
+  planner::ClusterView cluster =
+      planner::localCluster(local.gpus, local.cpuMilli, local.memoryBytes);
+  cluster.nodes[0].gpuTopology = local.topology;
+  const planner::Plan plan = planner::planJob(job, cluster, options);
+  std::cout << (output == "yaml" ? planner::renderYaml(plan) : planner::renderTable(plan));
+  if (!plan.planned()) {
+    std::cerr << "rpcjob: " << job.metadata.name << " is " << toString(plan.outcome) << ": "
+              << plan.message << "\n";
+    return kExitUsage;
+  }
+  return kExitOk;
+}
+
 int cmdPlan(const std::vector<std::string>& rest) {
-  const Args args = parseArgs(rest, {"--nodes", "--output"});
+  const Args args =
+      parseArgs(rest, {"--nodes", "--output", "--gpus", "--gpu-topology"}, {"--local"});
   if (!args.error.empty()) return usage(args.error);
   if (args.positional.size() != 1) return usage("plan takes one manifest");
-  if (!args.flags.count("--nodes")) return usage("plan needs --nodes NODES.yaml");
+  const bool local = args.flags.count("--local") > 0;
+  if (!args.flags.count("--nodes") && !local) {
+    return usage("plan needs --nodes NODES.yaml, or --local for this machine");
+  }
+  if (args.flags.count("--nodes") && local) return usage("plan takes --nodes or --local, not both");
+  if (!local && (args.flags.count("--gpus") || args.flags.count("--gpu-topology"))) {
+    return usage("--gpus and --gpu-topology go with --local");
+  }
   const std::string output = args.flags.count("--output") ? args.flags.at("--output") : "table";
   if (output != "table" && output != "yaml") return usage("--output is table or yaml");
   const auto job = loadJob(args.positional[0]);
   if (!job) return kExitUsage;
+  if (local) return cmdPlanLocal(args, *job, output);
   const std::string nodesPath = args.flags.at("--nodes");
   const auto nodesText = readFile(nodesPath);
   if (!nodesText) {
@@ -214,6 +273,9 @@ int cmdRun(const std::vector<std::string>& rest) {
   std::cout << "rpcjob: this machine: " << local.cpuMilli / 1000.0 << " CPUs, "
             << formatBytes(static_cast<double>(local.memoryBytes)) << ", " << local.gpus
             << " GPUs (" << local.gpuSource << ")\n";
+  if (local.gpus > 1 || local.topology.known()) {
+    std::cout << "rpcjob: GPU topology: " << planner::describeTopology(local.topology) << "\n";
+  }
 
   // Ports: rank r listens on rpc[r]; metrics on metrics[r] (none when the job
   // turns metrics off).
@@ -236,8 +298,10 @@ int cmdRun(const std::vector<std::string>& rest) {
     e.metricsPort = metricsOn ? ports.at(workers + w.rank) : 0;
     return e;
   };
-  const planner::Plan plan = planner::planJob(
-      *job, planner::localCluster(local.gpus, local.cpuMilli, local.memoryBytes), options);
+  planner::ClusterView machine =
+      planner::localCluster(local.gpus, local.cpuMilli, local.memoryBytes);
+  machine.nodes[0].gpuTopology = local.topology;
+  const planner::Plan plan = planner::planJob(*job, machine, options);
   if (!plan.planned()) {
     std::cerr << "rpcjob: cannot run " << name << " on this machine: " << toString(plan.outcome)
               << ": " << plan.message << "\n";
@@ -257,6 +321,7 @@ int cmdRun(const std::vector<std::string>& rest) {
   for (const auto& w : plan.assignment.workers)
     std::remove((runDir + "/" + w.name + ".metrics").c_str());
   const Launches launches = buildLaunches(*job, plan, context);
+  for (const auto& note : plan.notes) std::cout << "rpcjob: plan: " << note << "\n";
   for (const auto& note : launches.notes) std::cout << "rpcjob: note: " << note << "\n";
 
   std::cout << "rpcjob: running " << name << ": " << workers << " workers; run dir " << runDir

@@ -1,5 +1,7 @@
 #include "rpcjob/runner/local_machine.h"
 
+#include "rpcjob/runner/gpu_topology_nvml.h"
+
 #include <dlfcn.h>
 #include <sched.h>
 #include <unistd.h>
@@ -123,6 +125,9 @@ LocalResources detectLocalResources(std::optional<int> gpuOverride) {
     r.gpuSource = "--gpus";
   } else {
     r.gpus = nvmlGpuCount(r.gpuSource);
+    std::string why;
+    if (r.gpus > 0) r.topology = nvmlGpuTopology(why);
+    if (r.topology.gpus != r.gpus) r.topology = {};  // a GPU came or went between the queries
   }
   return r;
 }

@@ -100,6 +100,7 @@ TEST_F(CrdAgreement, SameDefaults) {
       {"spec.workers[].gpusPerWorker", std::to_string(kDefaultGpusPerWorker)},
       {"spec.placement.policy", kDefaultPlacementPolicy},
       {"spec.placement.workersPerPod", kDefaultWorkersPerPod},
+      {"spec.placement.workersPerGpu", std::to_string(kDefaultWorkersPerGpu)},
       {"spec.deviceMaps.mode", kDefaultDeviceMapMode},
       {"spec.runPolicy.backoffLimit", std::to_string(kDefaultBackoffLimit)},
       {"spec.runPolicy.suspend", kDefaultSuspend ? "true" : "false"},

@@ -34,6 +34,42 @@ TEST(Validate, AValidJobHasNoErrors) {
   EXPECT_TRUE(validateRpcJob(jobWith({group("master", 1, 1), group("worker", 3, 2)})).empty());
 }
 
+TEST(Validate, WorkersPerGpu) {
+  RpcJob shared = jobWith({group("master", 1, 1), group("shard", 1, 1)});
+  shared.spec.placement.workersPerPod = WorkersPerPod::Auto;
+  shared.spec.placement.workersPerGpu = 2;
+  EXPECT_TRUE(validateRpcJob(shared).empty()) << errorsOf(shared);
+
+  RpcJob onePerPod = shared;
+  onePerPod.spec.placement.workersPerPod = WorkersPerPod::One;
+  EXPECT_THAT(errorsOf(onePerPod),
+              HasSubstr("spec.placement.workersPerGpu: workers share a GPU only inside one pod"));
+
+  RpcJob twoGpus = shared;
+  twoGpus.spec.workers[1].gpusPerWorker = 2;
+  EXPECT_THAT(errorsOf(twoGpus), HasSubstr("spec.workers[1].gpusPerWorker: must be 0 or 1"));
+
+  for (int bad : {0, -1, 17}) {
+    RpcJob j = shared;
+    j.spec.placement.workersPerGpu = bad;
+    EXPECT_THAT(errorsOf(j), HasSubstr("spec.placement.workersPerGpu: must be 1..16")) << bad;
+  }
+}
+
+TEST(Validate, WorkersPerGpuParsedAndDefaulted) {
+  const char* yaml = R"(apiVersion: rpcjob.dev/v1alpha1
+kind: RpcJob
+metadata: {name: j}
+spec:
+  workers: [{name: a, gpusPerWorker: 1}, {name: b, gpusPerWorker: 1}]
+  placement: {workersPerPod: Auto, workersPerGpu: 2}
+)";
+  const auto parsed = parseRpcJob(yaml);
+  ASSERT_TRUE(parsed.ok()) << formatErrors(parsed.errors);
+  EXPECT_EQ(parsed.job.spec.placement.workersPerGpu, 2);
+  EXPECT_EQ(RpcJob().spec.placement.workersPerGpu, 1);
+}
+
 TEST(Validate, ReturnsEveryError) {
   RpcJob job = jobWith({group("Bad_Name", 0, -1), group("ok", 1)}, "9job");
   job.spec.transports = {"tcp"};

@@ -5,6 +5,7 @@
 //   RPCJOB_GPU_CHANNELS   comma-separated allowed channels (empty: defaults)
 //   RPCJOB_GPU_MAP        the worker's device map to the driver, "cuda:1=cuda:0;..."
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -39,6 +40,18 @@ inline int freePort() {
   return port;
 }
 
+// The machine's GPUs, and the one the worker of a pair uses: cuda:1 where there is
+// a second GPU, else cuda:0, which the two processes then share.
+inline int gpuCount() {
+  return static_cast<int>(c10::cuda::device_count());
+}
+inline int workerGpu() {
+  return gpuCount() > 1 ? 1 : 0;
+}
+inline std::string cudaName(int device) {
+  return "cuda:" + std::to_string(device);
+}
+
 inline std::vector<std::string> splitList(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::stringstream in(s);
@@ -71,7 +84,8 @@ inline void registerGpuFunctions(runtime::Runtime& rt) {
     auto device = c10::Device(args[0].toStringRef());
     return c10::IValue(at::full({1024}, args[1].toDouble(), at::TensorOptions().device(device)));
   });
-  // The remote shard of the model-split experiment: a 1000x1000 linear on cuda:1.
+  // The remote shard of the model-split experiment: a 1000x1000 linear on the
+  // worker's GPU (whatever device its input arrives on).
   auto weight = std::make_shared<at::Tensor>();
   auto bias = std::make_shared<at::Tensor>();
   rt.registerFunction("linear1", [weight, bias](const CallInfo&, std::vector<c10::IValue> args) {

@@ -3,10 +3,20 @@
 // non-blocking wait, `then` on pool streams, every viable CUDA channel (each
 // forced through the allowed-channel set, rpcjob's cuda_nvlink included), and
 // /metrics served from a process that links the CUDA libtorch.
+//
+// They run on whatever the machine has. The two processes of a pair use cuda:0
+// and cuda:1 where there are two GPUs, and share cuda:0 where there is one; the
+// channel tests cover every ordered pair of GPUs that can reach each other (the
+// same GPU from two processes included). What truly needs a second GPU is skipped
+// with the reason. Each test prints the devices it used on a "[ devices  ]" line,
+// which run-all.sh collects.
 #include <arpa/inet.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <gtest/gtest.h>
+
+#include <iostream>
+#include <thread>
 
 #include "gpu_pair.h"
 #include "rpcjob/metrics/http_server.h"
@@ -36,16 +46,53 @@ bool sameValues(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && at::equal(a.cpu(), b.cpu());
 }
 
+// The worker's GPU: cuda:1, or cuda:0 shared on a one-GPU machine.
+int workerGpu() {
+  return gpu::workerGpu();
+}
+
+void devicesUsed(const std::string& what) {
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::cout << "[ devices  ] " << test->test_suite_name() << "." << test->name() << ": " << what
+            << " (" << gpu::gpuCount() << " GPU(s) here)" << std::endl;
+}
+
+std::string pairDevices() {
+  return "driver cuda:0 <-> w1 " + gpu::cudaName(workerGpu()) +
+         (workerGpu() == 0 ? " (one GPU shared by two processes)" : "");
+}
+
+// A device index no GPU here has.
+std::string missingDevice() {
+  return gpu::cudaName(gpu::gpuCount());
+}
+
+// Joins a thread however the scope is left: a std::thread destroyed while
+// joinable ends the process ("terminate called without an active exception").
+class JoinOnExit {
+ public:
+  explicit JoinOnExit(std::thread& t) : t_(t) {}
+  ~JoinOnExit() {
+    if (t_.joinable()) t_.join();
+  }
+
+ private:
+  std::thread& t_;
+};
+
 }  // namespace
 
 TEST(DeviceMaps, LocalDeviceMustExist) {
-  std::string e = startError({{"cuda:7", "cuda:0"}});
-  EXPECT_NE(e.find("cuda:7"), std::string::npos) << e;
+  devicesUsed("map " + missingDevice() + " -> cuda:0");
+  std::string e = startError({{missingDevice(), "cuda:0"}});
+  EXPECT_NE(e.find(missingDevice()), std::string::npos) << e;
   EXPECT_NE(e.find("w1"), std::string::npos) << e;
 }
 
 TEST(DeviceMaps, MustBeOneToOne) {
-  std::string e = startError({{"cuda:0", "cuda:1"}, {"cuda:1", "cuda:1"}});
+  devicesUsed("map cpu and cuda:0 -> " + gpu::cudaName(workerGpu()));
+  std::string e =
+      startError({{"cpu", gpu::cudaName(workerGpu())}, {"cuda:0", gpu::cudaName(workerGpu())}});
   EXPECT_NE(e.find("one-to-one"), std::string::npos) << e;
 }
 
@@ -55,45 +102,66 @@ TEST(DeviceMaps, BadDeviceName) {
 }
 
 TEST(DeviceMaps, RemoteDeviceMustExist) {
-  std::string e = startError({{"cuda:0", "cuda:5"}});
-  EXPECT_NE(e.find("cuda:5"), std::string::npos) << e;
+  devicesUsed("map cuda:0 -> " + missingDevice() + " of w1");
+  std::string e = startError({{"cuda:0", missingDevice()}});
+  EXPECT_NE(e.find(missingDevice()), std::string::npos) << e;
   EXPECT_NE(e.find("w1"), std::string::npos) << e;
 }
 
 TEST(DeviceMaps, UnmappedTensorIsAClearError) {
+  const int last = gpu::gpuCount() - 1;
+  devicesUsed("no map; a tensor on " + gpu::cudaName(last));
   gpu::Pair pair({}, "", "");
   pair.start();
   try {
-    pair.rt().rpcSync("w1", "device_of", {onDevice(16, 1)});
+    pair.rt().rpcSync("w1", "device_of", {onDevice(16, last)});
     FAIL() << "no error";
   } catch (const RpcError& e) {
     std::string m = e.what();
-    EXPECT_NE(m.find("cuda:1"), std::string::npos) << m;
+    EXPECT_NE(m.find(gpu::cudaName(last)), std::string::npos) << m;
     EXPECT_NE(m.find("w1"), std::string::npos) << m;
   }
 }
 
-TEST(DeviceMaps, ResponseUsesInverseMapAndCpuToGpu) {
-  gpu::Pair pair({{"cuda:0", "cuda:1"}, {"cpu", "cuda:0"}}, "", "");
+TEST(DeviceMaps, ResponseUsesInverseMap) {
+  devicesUsed(pairDevices());
+  gpu::Pair pair({{"cuda:0", gpu::cudaName(workerGpu())}}, "", "");
   pair.start();
   auto& rt = pair.rt();
-  EXPECT_EQ(rt.rpcSync("w1", "device_of", {onDevice(16, 0)}).toStringRef(), "cuda:1");
-  EXPECT_EQ(rt.rpcSync("w1", "device_of", {at::ones({4})}).toStringRef(), "cuda:0");
-  // w1 answers with a tensor on cuda:1: the inverse map brings it to cuda:0 here.
-  at::Tensor t = rt.rpcSync("w1", "make_on", {std::string("cuda:1"), 2.5}).toTensor();
+  EXPECT_EQ(rt.rpcSync("w1", "device_of", {onDevice(16, 0)}).toStringRef(),
+            gpu::cudaName(workerGpu()));
+  // w1 answers with a tensor on its GPU: the inverse map brings it to cuda:0 here.
+  at::Tensor t = rt.rpcSync("w1", "make_on", {gpu::cudaName(workerGpu()), 2.5}).toTensor();
   EXPECT_EQ(t.device(), c10::Device(at::kCUDA, 0));
   EXPECT_TRUE(at::equal(t.cpu(), at::full({1024}, 2.5)));
+}
+
+TEST(DeviceMaps, CpuToGpuAndBack) {
+  devicesUsed("map cpu -> cuda:0 of w1");
+  gpu::Pair pair({{"cpu", "cuda:0"}}, "", "");
+  pair.start();
+  auto& rt = pair.rt();
+  EXPECT_EQ(rt.rpcSync("w1", "device_of", {at::ones({4})}).toStringRef(), "cuda:0");
   // A CPU tensor sent to cuda:0 there comes back to the host.
   at::Tensor h = at::arange(0, 100, at::kFloat);
   at::Tensor back = rt.rpcSync("w1", runtime::kBuiltinEcho, {h}).toTensor();
   EXPECT_TRUE(back.device().is_cpu());
   EXPECT_TRUE(at::equal(back, h));
-  // A tensor on cuda:1 here has no mapping.
-  EXPECT_THROW(rt.rpcSync("w1", "device_of", {onDevice(4, 1)}), RpcError);
+}
+
+TEST(DeviceMaps, SecondLocalGpuWithoutMapIsRejected) {
+  if (gpu::gpuCount() < 2) {
+    GTEST_SKIP() << "needs 2 GPUs: a tensor on a second local GPU that the map leaves out";
+  }
+  devicesUsed("map cuda:0 -> cuda:1; a tensor on cuda:1");
+  gpu::Pair pair({{"cuda:0", "cuda:1"}}, "", "");
+  pair.start();
+  EXPECT_THROW(pair.rt().rpcSync("w1", "device_of", {onDevice(4, 1)}), RpcError);
 }
 
 TEST(Values, ExactAcrossDevices) {
-  gpu::Pair pair({{"cuda:0", "cuda:1"}}, "", "");
+  devicesUsed(pairDevices());
+  gpu::Pair pair({{"cuda:0", gpu::cudaName(workerGpu())}}, "", "");
   pair.start();
   for (int64_t n : {1, 1000, 1 << 20, 25 << 20}) {
     at::Tensor x = onDevice(n, 0, 3);
@@ -113,7 +181,8 @@ TEST(Values, ExactAcrossDevices) {
 }
 
 TEST(Streams, KernelAfterNonBlockingWaitSeesTheData) {
-  gpu::Pair pair({{"cuda:0", "cuda:1"}}, "", "");
+  devicesUsed(pairDevices());
+  gpu::Pair pair({{"cuda:0", gpu::cudaName(workerGpu())}}, "", "");
   pair.start();
   for (int i = 0; i < 5; ++i) {
     at::Tensor x =
@@ -126,7 +195,8 @@ TEST(Streams, KernelAfterNonBlockingWaitSeesTheData) {
 }
 
 TEST(Streams, ThenRunsOnPoolStreamsThatWaitOnTheEvents) {
-  gpu::Pair pair({{"cuda:0", "cuda:1"}}, "", "");
+  devicesUsed(pairDevices());
+  gpu::Pair pair({{"cuda:0", gpu::cudaName(workerGpu())}}, "", "");
   pair.start();
   at::Tensor x = at::full({32 << 20}, 5.0f, at::TensorOptions().device(at::kCUDA, 0));
   auto fut = pair.rt().rpcAsync("w1", "add_one", {x});
@@ -144,64 +214,158 @@ TEST(Streams, ThenRunsOnPoolStreamsThatWaitOnTheEvents) {
 
 class Channels : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(Channels, ForcedChannelMovesExactValues) {
+// Every ordered pair of GPUs (i here, j in w1; i == j is one GPU shared by two
+// processes) over the forced channel: n pairs of processes, the k-th mapping
+// cuda:i -> cuda:(i+k)%n for every i (device maps are one-to-one), so n*n device
+// pairs in all. cuda_nvlink and cuda_ipc need peer access between different GPUs:
+// pairs without it are left out of the map and reported.
+TEST_P(Channels, ForcedChannelMovesExactValuesBetweenEveryPair) {
   const std::string channel = GetParam();
-  gpu::Pair pair({{"cuda:0", "cuda:1"}}, "", channel + ",basic");
-  pair.start();
-  EXPECT_EQ(pair.channelFor("cuda:0", "cuda:1"), channel);
-  for (int64_t n : {1, 4 << 10, 1 << 20, 20 << 20}) {  // up to 80 MB: split copies
-    at::Tensor x = onDevice(n, 0, 7);
-    EXPECT_TRUE(sameValues(pair.rt().rpcSync("w1", "add_one", {x}).toTensor(), x + 1))
-        << channel << " " << n;
+  const int n = gpu::gpuCount();
+  const bool needsPeerAccess = channel != "cuda_basic";
+  std::vector<std::string> covered;
+  std::vector<std::string> unreachable;
+  for (int k = 0; k < n; ++k) {
+    DeviceMap map;
+    for (int i = 0; i < n; ++i) {
+      const int j = (i + k) % n;
+      int can = 1;
+      if (needsPeerAccess && i != j && cudaDeviceCanAccessPeer(&can, i, j) != cudaSuccess) {
+        cudaGetLastError();
+        can = 0;
+      }
+      if (!can) {
+        unreachable.push_back(std::to_string(i) + "->" + std::to_string(j));
+        continue;
+      }
+      map[gpu::cudaName(i)] = gpu::cudaName(j);
+    }
+    if (map.empty()) continue;
+    gpu::Pair pair(map, "", channel + ",basic");
+    pair.start();
+    for (const auto& [from, to] : map) {
+      const int i = std::stoi(from.substr(5));
+      EXPECT_EQ(pair.channelFor(from, to), channel) << from << " -> " << to;
+      for (int64_t count : {1, 4 << 10, 1 << 20, 20 << 20}) {  // up to 80 MB: split copies
+        at::Tensor x = onDevice(count, i, 7);
+        at::Tensor y = pair.rt().rpcSync("w1", "add_one", {x}).toTensor();
+        EXPECT_EQ(y.device(), x.device()) << from << " -> " << to;
+        EXPECT_TRUE(sameValues(y, x + 1)) << channel << " " << from << " -> " << to << " " << count;
+      }
+      // Freed and reallocated memory (same address, new allocation) is not served stale.
+      for (int round = 0; round < 3; ++round) {
+        at::Tensor x = at::full({1 << 20}, static_cast<float>(round),
+                                at::TensorOptions().device(at::kCUDA, i));
+        EXPECT_TRUE(sameValues(pair.rt().rpcSync("w1", runtime::kBuiltinEcho, {x}).toTensor(), x));
+        x.reset();
+        c10::cuda::CUDACachingAllocator::emptyCache();
+      }
+      covered.push_back(from.substr(5) + "->" + to.substr(5));
+    }
   }
-  // Freed and reallocated memory (same address, new allocation) is not served stale.
-  for (int i = 0; i < 3; ++i) {
-    at::Tensor x =
-        at::full({1 << 20}, static_cast<float>(i), at::TensorOptions().device(at::kCUDA, 0));
-    EXPECT_TRUE(sameValues(pair.rt().rpcSync("w1", runtime::kBuiltinEcho, {x}).toTensor(), x));
-    x.reset();
-    c10::cuda::CUDACachingAllocator::emptyCache();
+  std::string what = channel + " over " + std::to_string(covered.size()) + " device pair(s):";
+  for (const auto& c : covered) what += " " + c;
+  if (!unreachable.empty()) {
+    what += "; no peer access, left out:";
+    for (const auto& u : unreachable) what += " " + u;
   }
+  devicesUsed(what);
+  EXPECT_FALSE(covered.empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, Channels, ::testing::Values("cuda_nvlink", "cuda_ipc", "cuda_basic"));
 
+// Two runtimes in one process (cuda_xth), b starting on a thread of its own.
+// On a one-GPU machine this test used to end the whole test binary ("terminate
+// called without an active exception"): its map named cuda:1, which b does not
+// have, so a.start() threw the runtime's clear error; unwinding then destroyed
+// the still-joinable std::thread that ran b.start(), and a joinable std::thread's
+// destructor calls std::terminate. The runtime was right to throw; the thread
+// must be joined however the scope is left (JoinOnExit), and the map names a GPU
+// that exists.
 TEST(Channels, CudaXthInOneProcess) {
+  devicesUsed("a cuda:0 <-> b " + gpu::cudaName(workerGpu()) + ", one process");
   std::string peers = "a@127.0.0.1:" + std::to_string(gpu::freePort()) +
                       ",b@127.0.0.1:" + std::to_string(gpu::freePort());
   runtime::RuntimeOptions o;
   o.channels = {"cuda_xth", "basic"};
-  o.deviceMaps["b"] = {{"cuda:0", "cuda:1"}};
+  o.deviceMaps["b"] = {{"cuda:0", gpu::cudaName(workerGpu())}};
   runtime::RuntimeOptions ob;
   ob.channels = o.channels;
   runtime::Runtime a(assignmentFromPeerList(peers), "a", o);
   runtime::Runtime b(assignmentFromPeerList(peers), "b", ob);
   gpu::registerGpuFunctions(b);
-  std::thread tb([&] { b.start(); });
-  a.start();
-  tb.join();
+  {
+    std::thread tb([&] { b.start(); });
+    JoinOnExit joinB(tb);
+    a.start();
+  }
   at::Tensor x = onDevice(1 << 20, 0);
-  EXPECT_TRUE(sameValues(a.rpcSync("b", "add_one", {x}).toTensor(), x + 1));
+  at::Tensor y = a.rpcSync("b", "add_one", {x}).toTensor();
+  EXPECT_EQ(y.device(), x.device());
+  EXPECT_TRUE(sameValues(y, x + 1));
+  bool seen = false;
   for (const auto& c : a.channelChoices()) {
-    if (c.localDevice == "cuda:0" && c.remoteDevice == "cuda:1") {
+    if (c.localDevice == "cuda:0" && c.remoteDevice == gpu::cudaName(workerGpu())) {
       EXPECT_EQ(c.channel, "cuda_xth");
+      seen = true;
     }
   }
+  EXPECT_TRUE(seen);
   std::thread sb([&] { b.shutdown(); });
+  JoinOnExit joinSb(sb);
   a.shutdown();
-  sb.join();
+}
+
+// The failure behind the crash above, kept as a test: one runtime's start() fails
+// (its map names a GPU its peer lacks) while the other starts on a thread; the
+// error is a clear RpcError and the process carries on.
+TEST(Channels, StartErrorInOneProcessIsAnErrorNotAnAbort) {
+  devicesUsed("a cuda:0 -> b " + missingDevice() + " (missing), one process");
+  std::string peers = "a@127.0.0.1:" + std::to_string(gpu::freePort()) +
+                      ",b@127.0.0.1:" + std::to_string(gpu::freePort());
+  runtime::RuntimeOptions o;
+  o.channels = {"cuda_xth", "basic"};
+  o.deviceMaps["b"] = {{"cuda:0", missingDevice()}};
+  o.startTimeout = std::chrono::seconds(20);
+  runtime::RuntimeOptions ob = o;
+  ob.deviceMaps.clear();
+  runtime::Runtime a(assignmentFromPeerList(peers), "a", o);
+  runtime::Runtime b(assignmentFromPeerList(peers), "b", ob);
+  std::string error;
+  {
+    std::thread tb([&] {
+      try {
+        b.start();
+      } catch (const std::exception&) {  // a may close first: b's own error is not the point
+      }
+    });
+    JoinOnExit joinB(tb);
+    try {
+      a.start();
+    } catch (const RpcError& e) {
+      error = e.what();
+    }
+  }
+  EXPECT_NE(error.find(missingDevice()), std::string::npos) << error;
+  EXPECT_NE(error.find("CUDA device(s)"), std::string::npos) << error;
+  std::thread sb([&] { b.shutdown(runtime::ShutdownMode::kImmediate); });
+  JoinOnExit joinSb(sb);
+  a.shutdown(runtime::ShutdownMode::kImmediate);
 }
 
 TEST(Channels, UnviableGdrIsSkippedNotAborted) {
-  gpu::Pair pair({{"cuda:0", "cuda:1"}}, "", "cuda_gdr,cuda_basic,basic");
+  devicesUsed(pairDevices());
+  gpu::Pair pair({{"cuda:0", gpu::cudaName(workerGpu())}}, "", "cuda_gdr,cuda_basic,basic");
   pair.start();  // no InfiniBand here: cuda_gdr is skipped, cuda_basic serves
-  std::string c = pair.channelFor("cuda:0", "cuda:1");
+  std::string c = pair.channelFor("cuda:0", gpu::cudaName(workerGpu()));
   EXPECT_TRUE(c == "cuda_basic" || c == "cuda_gdr") << c;
   at::Tensor x = onDevice(1000, 0);
   EXPECT_TRUE(sameValues(pair.rt().rpcSync("w1", "add_one", {x}).toTensor(), x + 1));
 }
 
 TEST(Metrics, ServedInTheCudaBuild) {
+  devicesUsed("cuda:0, one process");
   at::ones({1}, at::TensorOptions().device(at::kCUDA, 0));  // CUDA initialized
   metrics::Metrics m;
   metrics::HttpServerOptions o;
@@ -227,6 +391,8 @@ TEST(Metrics, ServedInTheCudaBuild) {
 
 int main(int argc, char** argv) {
   rpcjob::gpu::runWorkerIfAsked();
+  std::cout << "[ devices  ] this machine: " << rpcjob::gpu::gpuCount() << " CUDA device(s)"
+            << std::endl;
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -11,6 +11,9 @@
 #  ROUNDS, SLICE and RECORDERS, a list of --recorders values, change it)
 # Logs go to gpu-logs/ and, packed, to $OUT/logs.tgz (the device tool brings back
 # at most 8 files); $OUT/summary.txt and $OUT/table.md beside it.
+# Any number of GPUs: the summary says how many the machine has and, per test, which
+# devices it used (one GPU: the two processes of a pair share cuda:0) or why it
+# was skipped. CPU_BENCH=0 leaves out the CPU rpcjob-bench of `bench`.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 L=$PWD/gpu-logs
@@ -21,9 +24,12 @@ export CMAKE_PREFIX_PATH=$DEPS/usr:$DEPS/usr/lib/x86_64-linux-gnu/cmake:$TORCH_D
 export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu:$TORCH_DIR/lib:${LD_LIBRARY_PATH:-}
 what=${1:-all}
 B=build-gpu
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+W=$((GPUS > 1 ? 1 : 0))  # the second worker's GPU: cuda:1, or cuda:0 shared
 S=$OUT/summary.txt
 : >"$S"
 say() { echo "$*" | tee -a "$S"; }
+say "this machine: $GPUS GPU(s)"
 pack() { tar czf "$OUT/logs.tgz" -C "$L" . 2>/dev/null; }
 trap pack EXIT
 
@@ -77,7 +83,11 @@ fi
 
 if [[ $what == all || $what == test ]]; then
   timeout 200 $B/tests/gpu/rpcjob_gpu_test --gtest_output=xml:"$L/gpu_test.xml" >"$L/gpu_test.log" 2>&1
-  say "gpu tests rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/gpu_test.log" | tr '\n' ' ')"
+  say "gpu tests rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED)  \]' "$L/gpu_test.log" | tr '\n' ' ')"
+  # Which devices each test used, and why any was skipped.
+  grep -E "^\[ devices  \]" "$L/gpu_test.log" | sed 's/^\[ devices  \] /  ran: /' | tee -a "$S"
+  grep -B3 -E "^\[  SKIPPED \] [A-Z]" "$L/gpu_test.log" | grep -E "Skipped|needs" |
+    sed 's/^/  skipped: /' | tee -a "$S"
   grep -E "^\[ *(FAILED|SKIPPED) " "$L/gpu_test.log" | tee -a "$S"
   grep -B2 -A6 "Failure" "$L/gpu_test.log" | head -40
   for t in instrument_test metrics_test; do
@@ -90,25 +100,37 @@ if [[ $what == all || $what == test ]]; then
 fi
 
 if [[ $what == all || $what == e2e ]]; then
-  # rpcjob run of the CUDA example: the runner counts the GPUs through NVML.
-  timeout 120 $B/runner/rpcjob run examples/model-split-cuda.yaml --worker-binary $B/worker/rpcjob-worker \
-    --run-dir "$L/run-model-split-cuda" --first-port 29700 >"$L/model_split_cuda.log" 2>&1
-  rc=$?
-  say "rpcjob run examples/model-split-cuda.yaml rc=$rc"
-  grep -E "model-split:|Succeeded|Failed|Unschedulable|GPU" "$L/model_split_cuda.log" | head -8 | tee -a "$S"
-  [[ $rc == 0 ]] || tail -30 "$L/model_split_cuda.log"
+  # rpcjob run of the CUDA examples: the runner counts the GPUs through NVML. The
+  # one-GPU example (two workers share GPU 0) runs anywhere; the two-GPU one where
+  # there are two.
+  # The plan rpcjob run makes here, with the GPU topology NVML reports.
+  $B/runner/rpcjob plan examples/model-split-one-gpu.yaml --local >"$L/plan_local.txt" 2>&1
+  say "rpcjob plan --local rc=$?: $(grep -m1 'GPU topology' "$L/plan_local.txt")"
+  examples="model-split-one-gpu"
+  ((GPUS > 1)) && examples="$examples model-split-cuda"
+  port=29700
+  for ex in $examples; do
+    timeout 120 $B/runner/rpcjob run examples/$ex.yaml --worker-binary $B/worker/rpcjob-worker \
+      --run-dir "$L/run-$ex" --first-port $port >"$L/$ex.log" 2>&1
+    rc=$?
+    port=$((port + 20))
+    say "rpcjob run examples/$ex.yaml rc=$rc"
+    grep -E "model-split:|Succeeded|Failed|Unschedulable|GPU|share" "$L/$ex.log" | head -8 | tee -a "$S"
+    [[ $rc == 0 ]] || tail -30 "$L/$ex.log"
+  done
+  ((GPUS > 1)) || say "not run: examples/model-split-cuda.yaml (needs 2 GPUs, this machine has $GPUS)"
 
-  # Two live workers, a CUDA transfer cuda:0 -> cuda:1 by the device map, /metrics by curl.
+  # Two live workers, a CUDA transfer cuda:0 -> cuda:$W by the device map, /metrics by curl.
   A=$L/live-assignment.yaml
-  cat >"$A" <<'YAML'
+  cat >"$A" <<YAML
 apiVersion: rpcjob.dev/v1alpha1
 kind: Assignment
 job: {name: gpu-metrics, namespace: default}
 workers:
   - {name: w0, rank: 0, group: w, address: "127.0.0.1:29611", metricsPort: 29621, node: local,
-     gpus: [0], deviceMaps: {w1: {"cuda:0": "cuda:1"}}}
+     gpus: [0], deviceMaps: {w1: {"cuda:0": "cuda:$W"}}}
   - {name: w1, rank: 1, group: w, address: "127.0.0.1:29612", metricsPort: 29622, node: local,
-     gpus: [1], deviceMaps: {w0: {"cuda:1": "cuda:0"}}}
+     gpus: [$W], deviceMaps: {w0: {"cuda:$W": "cuda:0"}}}
 YAML
   W=$B/worker/rpcjob-worker
   RPCJOB_ASSIGNMENT=$A RPCJOB_WORKER_NAME=w1 timeout 90 $W send >"$L/live_w1.log" 2>&1 &
@@ -160,7 +182,7 @@ if [[ $what == all || $what == bench ]]; then
     RPCJOB_GPU_CHANNELS=$ch timeout 100 $B/tests/gpu/rpcjob-gpu-bench >>"$R" 2>>"$L/bench.err"
   done
   PYTHONUNBUFFERED=1 timeout 150 python3 benchmarks/gpu/torch_rpc_bench.py 29517 2>>"$L/bench.err" | grep '^{' >>"$R"
-  timeout 120 $B/worker/rpcjob-bench --json >"$L/cpu_bench.json" 2>>"$L/bench.err"
+  [[ ${CPU_BENCH:-1} == 0 ]] || timeout 120 $B/worker/rpcjob-bench --json >"$L/cpu_bench.json" 2>>"$L/bench.err"
   python3 benchmarks/gpu/table.py "$R" "$L/cpu_bench.json" | tee "$OUT/table.md"
   tail -8 "$L/bench.err"
 fi

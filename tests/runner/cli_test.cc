@@ -158,6 +158,39 @@ TEST_F(Plan, NotEnoughGpusIsUnschedulable) {
   EXPECT_THAT(r.output, HasSubstr("nvidia.com/gpu"));
 }
 
+// `rpcjob plan --local`: what `rpcjob run` would do here, with a recorded topology.
+TEST_F(Plan, LocalWithARecordedTopologyShowsItAndUsesIt) {
+  const std::string topo =
+      std::string(RPCJOB_SOURCE_DIR) + "/tests/planner/topologies/pcie-4gpu-bridged.txt";
+  const auto r = runProgram({RPCJOB_BINARY, "plan",
+                             std::string(RPCJOB_SOURCE_DIR) + "/examples/model-split-cuda.yaml",
+                             "--local", "--gpu-topology", topo});
+  EXPECT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("# GPU topology: 4 GPU(s)"));
+  EXPECT_THAT(r.output, HasSubstr("NVLink 0-2 NV4, 1-3 NV4"));
+  EXPECT_THAT(r.output, HasSubstr("cuda:0->cuda:2"));  // the bridged pair
+  const auto shared = runProgram(
+      {RPCJOB_BINARY, "plan", std::string(RPCJOB_SOURCE_DIR) + "/examples/model-split-one-gpu.yaml",
+       "--local", "--gpus", "1"});
+  EXPECT_EQ(shared.exitCode, 0) << shared.output;
+  EXPECT_THAT(shared.output, HasSubstr("cuda:0->cuda:0"));
+  EXPECT_THAT(shared.output, HasSubstr("share GPU 0"));
+  const auto twoOnOne = runProgram(
+      {RPCJOB_BINARY, "plan", std::string(RPCJOB_SOURCE_DIR) + "/examples/model-split-cuda.yaml",
+       "--local", "--gpus", "1"});
+  EXPECT_EQ(twoOnOne.exitCode, 2);
+  EXPECT_THAT(twoOnOne.output, HasSubstr("Unschedulable"));
+  const auto bad = runProgram({RPCJOB_BINARY, "plan",
+                               std::string(RPCJOB_SOURCE_DIR) + "/examples/model-split-cuda.yaml",
+                               "--local", "--gpu-topology", dir_.write("t.txt", "not a matrix\n")});
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_THAT(bad.output, HasSubstr("not a GPU topology"));
+  const auto both = runProgram({RPCJOB_BINARY, "plan",
+                                std::string(RPCJOB_SOURCE_DIR) + "/examples/model-split-cuda.yaml",
+                                "--local", "--nodes", dir_.write("n.yaml", "nodes: []\n")});
+  EXPECT_EQ(both.exitCode, 2);
+}
+
 TEST_F(Plan, BadNodesFileNamesTheField) {
   const auto r = plan(gpuJob("x", 1, 1, 0), "nodes:\n  - {name: a, gpuz: 8}\n");
   EXPECT_EQ(r.exitCode, 2);

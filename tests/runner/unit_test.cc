@@ -15,6 +15,7 @@
 #include "rpcjob/api/parse.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/planner/plan.h"
+#include "rpcjob/runner/gpu_topology_nvml.h"
 #include "rpcjob/runner/launch.h"
 #include "rpcjob/runner/line_prefixer.h"
 #include "rpcjob/runner/local_machine.h"
@@ -345,6 +346,42 @@ TEST(Supervisor, InterruptLeavesNoProcessOfTheGroupBehind) {
   EXPECT_EQ(r.phase, JobPhase::Failed);
   EXPECT_EQ(r.interruptSignal, SIGINT);
   expectGone(background);
+}
+
+// NVML's answers as topologyFromNvml sees them: pci keys of GPUs and link ends.
+TEST(GpuTopologyFromNvml, DirectLinksSwitchesAndPcie) {
+  auto gpu = [](uint64_t pci, std::vector<uint64_t> remote, std::vector<int> ancestor) {
+    return NvmlGpuLinks{pci, std::move(remote), std::move(ancestor)};
+  };
+  // Two GPUs joined by 18 direct links each way (the 2 x H200 kind).
+  std::vector<uint64_t> to1(18, 0x200), to0(18, 0x100);
+  auto two = topologyFromNvml({gpu(0x100, to1, {0, 50}), gpu(0x200, to0, {50, 0})});
+  ASSERT_EQ(two.gpus, 2);
+  EXPECT_EQ(two.links[0][1].nvlinks, 18);
+  EXPECT_EQ(two.links[1][0].path, "NV18");
+  // Four GPUs behind NVSwitch (links end at switches): every pair NV18.
+  std::vector<NvmlGpuLinks> hgx;
+  for (uint64_t i = 0; i < 4; ++i)
+    hgx.push_back(gpu(0x100 * (i + 1), std::vector<uint64_t>(18, 0x9900 + i % 2), {}));
+  auto switched = topologyFromNvml(hgx);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(switched.links[i][j].path, i == j ? "X" : "NV18");
+  }
+  // PCIe only: the path from the common ancestor, the nearer end's answer.
+  auto pcie = topologyFromNvml(
+      {gpu(0x100, {}, {0, 10, 50}), gpu(0x200, {}, {10, 0, 50}), gpu(0x300, {}, {50, 40, 0})});
+  EXPECT_EQ(pcie.links[0][1].path, "PIX");
+  EXPECT_EQ(pcie.links[0][2].path, "SYS");
+  EXPECT_EQ(pcie.links[1][2].path, "NODE");
+  EXPECT_EQ(describeTopology(pcie), "3 GPU(s): no NVLink between its GPUs (PCIe)");
+  // Bridged pairs 0-2 and 1-3, four links each: the order pairs them.
+  auto bridged = topologyFromNvml({gpu(0x100, {0x300, 0x300, 0x300, 0x300}, {0, 50, 50, 50}),
+                                   gpu(0x200, {0x400, 0x400, 0x400, 0x400}, {50, 0, 50, 50}),
+                                   gpu(0x300, {0x100, 0x100, 0x100, 0x100}, {50, 50, 0, 50}),
+                                   gpu(0x400, {0x200, 0x200, 0x200, 0x200}, {50, 50, 50, 0})});
+  EXPECT_EQ(bridged.links[0][2].path, "NV4");
+  EXPECT_EQ(neighbourOrder(bridged, 4), (std::vector<int>{0, 2, 1, 3}));
+  EXPECT_EQ(topologyFromNvml({}).gpus, 0);
 }
 
 }  // namespace

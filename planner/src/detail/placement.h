@@ -24,8 +24,10 @@ struct Slot {
 std::vector<Slot> makeSlots(const api::RpcJob& job, const ClusterView& cluster);
 
 // Node index per slot, or nullopt when the greedy policies find no placement.
+// workersPerGpu N: each free GPU of a node holds N workers of one GPU each
+// (spec.placement.workersPerGpu; such jobs have gpusPerWorker <= 1).
 std::optional<std::vector<int>> place(const std::vector<Slot>& slots, const ClusterView& cluster,
-                                      api::PlacementPolicy policy);
+                                      api::PlacementPolicy policy, int workersPerGpu = 1);
 
 // Why no placement was found: what is missing and where.
 std::string explainUnschedulable(const api::RpcJob& job, const std::vector<Slot>& slots,

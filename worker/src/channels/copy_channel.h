@@ -137,6 +137,10 @@ class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<
     r.callback(error.empty() ? tensorpipe::Error::kSuccess : Impl::makeError(error));
   }
 
+  // Acks the sender alone, for a channel that completed the receive earlier (the
+  // data ordered on the receiver's stream) and acks once its copy has finished.
+  void acknowledgeLater(std::shared_ptr<Wire> ack) { post(std::move(ack)); }
+
   // Why the channel failed, "" while it works.
   std::string failure() {
     std::lock_guard<std::mutex> lock(mu_);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../channels/copy_context.h"
+#include "event_poller.h"
 #include "nvlink_copy.h"
 
 namespace rpcjob::runtime::cuda {
@@ -67,9 +68,14 @@ class DeviceScope {
 };
 
 // One control message; fixed size, both ways.
+// WireMessage::flags of an ack.
+// kAckCopied: the copy has completed (the receiver saw its "done" event on the host:
+// both processes share one GPU); the sender completes without a GPU-side wait.
+inline constexpr uint32_t kAckCopied = 1;
+
 struct WireMessage {
   CopyKind kind;
-  uint32_t pad = 0;
+  uint32_t flags = 0;  // was padding (always 0): peers that predate a flag ignore it
   uint64_t seq = 0;
   int32_t pid = 0;
   int32_t device = 0;
@@ -234,12 +240,14 @@ class NvlinkContext final : public CopyContext, public std::enable_shared_from_t
 
   // ---- used by channels (thread safe)
 
-  // The receiver's mapping of a sender's allocation (opened once, cached).
-  void* openMemory(const WireMessage& m, int device, std::string& error) {
+  // The receiver's mapping of a sender's allocation (opened once, cached);
+  // sameGpu: the allocation lives on `device` itself (the sender shares our GPU).
+  void* openMemory(const WireMessage& m, int device, bool& sameGpu, std::string& error) {
     std::lock_guard<std::mutex> lock(mu_);
     auto key = std::make_pair(m.pid, m.base);
     auto it = opened_.find(key);
     if (it != opened_.end() && it->second.bufferId == m.bufferId && it->second.device == device) {
+      sameGpu = it->second.sameGpu;
       return it->second.ptr;
     }
     DeviceScope scope(device);
@@ -254,7 +262,11 @@ class NvlinkContext final : public CopyContext, public std::enable_shared_from_t
       error = cudaWhat("cudaIpcOpenMemHandle", e);
       return nullptr;
     }
-    opened_[key] = Opened{ptr, m.bufferId, device};
+    int ordinal = -1;
+    sameGpu = cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                    reinterpret_cast<CUdeviceptr>(ptr)) == CUDA_SUCCESS &&
+              ordinal == device;
+    opened_[key] = Opened{ptr, m.bufferId, device, sameGpu};
     return ptr;
   }
 
@@ -358,12 +370,14 @@ class NvlinkContext final : public CopyContext, public std::enable_shared_from_t
   // Copy streams are shared by the channels of a device: one large copy at a
   // time keeps the split meaningful and the stream events unambiguous.
   std::mutex& copyMutex() { return copyMu_; }
+  EventPoller& poller() { return poller_; }
 
  private:
   struct Opened {
     void* ptr;
     uint64_t bufferId;
     int device;
+    bool sameGpu;
   };
 
   std::shared_ptr<CopyChannelBase> makeChannel(
@@ -382,6 +396,7 @@ class NvlinkContext final : public CopyContext, public std::enable_shared_from_t
   std::vector<std::vector<CopyStream>> copyStreams_;
   std::vector<EventPool> readyEvents_;
   std::vector<EventPool> doneEvents_;
+  EventPoller poller_;  // last: its thread stops before the events above go
 };
 
 class NvlinkChannel final
@@ -418,6 +433,10 @@ class NvlinkChannel final
   void release(PendingSend& s) { context_->releaseReady(s.device, s.slot); }
 
   Error acked(PendingSend& s, const WireMessage& ack) {
+    if (ack.flags & kAckCopied) {  // copied already: nothing left to order after
+      context_->releaseReady(s.device, s.slot);
+      return Error::kSuccess;
+    }
     std::string error;
     cudaEvent_t done = context_->openEvent(ack.event, s.device, error);
     if (done != nullptr) {
@@ -440,7 +459,8 @@ class NvlinkChannel final
       error = "length mismatch: " + std::to_string(m.length) + " sent, " +
               std::to_string(r.length) + " expected";
     }
-    void* base = error.empty() ? context_->openMemory(m, r.device, error) : nullptr;
+    bool sameGpu = false;
+    void* base = error.empty() ? context_->openMemory(m, r.device, sameGpu, error) : nullptr;
     cudaEvent_t ready = base != nullptr ? context_->openEvent(m.event, r.device, error) : nullptr;
     if (ready == nullptr) {
       r.callback(makeError(error));
@@ -448,6 +468,15 @@ class NvlinkChannel final
       return;
     }
     const char* src = static_cast<const char*>(base) + m.offset;
+    if (sameGpu) {
+      // No GPU-side wait on the other process's event (event_poller.h says why).
+      auto self = shared_from_this();
+      context_->poller().whenComplete(ready, r.device,
+                                      [self, r, m, src](const std::string& e) mutable {
+                                        self->copyOnSharedGpu(std::move(r), m, src, e);
+                                      });
+      return;
+    }
     auto ack = ackFor(m);
     {
       DeviceScope scope(r.device);
@@ -477,6 +506,38 @@ class NvlinkChannel final
       if (e != cudaSuccess) error = cudaWhat("copy", e);
     }
     acknowledge(std::move(ack), r, error);
+  }
+
+  // The sender's data is ready (seen on the host): one device-to-device copy on
+  // the receiver's stream; the receive completes at once (the data is ordered on
+  // that stream) and the ack goes once the copy has finished, flagged so.
+  void copyOnSharedGpu(PendingRecv r, const WireMessage& m, const char* src,
+                       const std::string& readyError) {
+    std::string error = readyError;
+    auto ack = ackFor(m);
+    cudaEvent_t done = nullptr;
+    if (error.empty()) {
+      DeviceScope scope(r.device);
+      copyOn(r.ptr, src, r.length, r.device, r.stream);
+      context_->takeDone(r.device, done, ack->event);
+      cudaEventRecord(done, r.stream);
+      cudaError_t e = cudaGetLastError();
+      if (e != cudaSuccess) error = cudaWhat("copy", e);
+    }
+    if (!error.empty()) {
+      acknowledge(std::move(ack), r, error);
+      return;
+    }
+    ack->flags = kAckCopied;
+    r.callback(Error::kSuccess);
+    auto self = shared_from_this();
+    context_->poller().whenComplete(done, r.device, [self, ack](const std::string& e) {
+      if (!e.empty()) {
+        self->fail(e);
+        return;
+      }
+      self->acknowledgeLater(ack);
+    });
   }
 
   void copyOn(void* dst, const void* src, size_t length, int device, cudaStream_t stream) {

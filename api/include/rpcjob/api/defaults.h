@@ -9,10 +9,12 @@
 
 namespace rpcjob::api {
 
-inline constexpr int kDefaultReplicas = 1;                        // spec.workers[].replicas
-inline constexpr int kDefaultGpusPerWorker = 0;                   // spec.workers[].gpusPerWorker
-inline constexpr const char* kDefaultPlacementPolicy = "Pack";    // spec.placement.policy
-inline constexpr const char* kDefaultWorkersPerPod = "1";         // spec.placement.workersPerPod
+inline constexpr int kDefaultReplicas = 1;                      // spec.workers[].replicas
+inline constexpr int kDefaultGpusPerWorker = 0;                 // spec.workers[].gpusPerWorker
+inline constexpr const char* kDefaultPlacementPolicy = "Pack";  // spec.placement.policy
+inline constexpr const char* kDefaultWorkersPerPod = "1";       // spec.placement.workersPerPod
+inline constexpr int kDefaultWorkersPerGpu = 1;                 // spec.placement.workersPerGpu
+inline constexpr int kMaxWorkersPerGpu = 16;
 inline constexpr const char* kDefaultDeviceMapMode = "Auto";      // spec.deviceMaps.mode
 inline constexpr int kDefaultBackoffLimit = 3;                    // spec.runPolicy.backoffLimit
 inline constexpr bool kDefaultSuspend = false;                    // spec.runPolicy.suspend

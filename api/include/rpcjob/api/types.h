@@ -83,6 +83,11 @@ enum class WorkersPerPod { One, Auto };  // manifest: "1" | "Auto"
 struct Placement {
   PlacementPolicy policy = PlacementPolicy::Pack;
   WorkersPerPod workersPerPod = WorkersPerPod::One;
+  // How many workers of one node share one GPU (time-sliced, each its own process):
+  // 1 gives every worker GPUs of its own; N > 1 gives the GPU workers of a node (or
+  // pod) one GPU per N, in rank order, so neighbours share. Needs gpusPerWorker <= 1
+  // and, on Kubernetes, workersPerPod Auto (pods cannot share a GPU).
+  int workersPerGpu = 1;
 };
 
 // One explicit device map, from one worker to another by worker name. Devices are

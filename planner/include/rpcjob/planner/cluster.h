@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "rpcjob/planner/gpu_topology.h"
+
 namespace rpcjob::planner {
 
 inline constexpr const char* kGpuResource = "nvidia.com/gpu";
@@ -49,6 +51,10 @@ struct Node {
   std::vector<Taint> taints;
   bool ready = true;
   bool unschedulable = false;
+  // How its GPUs are joined, where known (local runs: NVML). Local plans hand a
+  // node's GPUs out in neighbourOrder(), so consecutive ranks get NVLink-joined
+  // GPUs; pods see the GPUs the device plugin gives them, so it is shown only.
+  GpuTopology gpuTopology;
 
   bool hasRdma() const;
   bool hasNvlink() const;

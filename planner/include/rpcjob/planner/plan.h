@@ -22,7 +22,12 @@
 //    worker is rank 0); the workers of one node (and pod) get adjacent ranks;
 //  - names: "<group>" for a group of one, else "<group><i>" (api/names.h);
 //  - GPUs: device indices as the worker's process sees them: counted within its
-//    pod on Kubernetes, within the node for local runs;
+//    pod on Kubernetes, within the node for local runs, where they are handed out
+//    in the node's neighbourOrder (gpu_topology.h: consecutive ranks get
+//    NVLink-joined GPUs where the topology is known). With
+//    spec.placement.workersPerGpu N, N consecutive GPU workers get the same GPU
+//    (placement counts N shares per free GPU; a pod requests ceil(shares / N));
+//    plans note the topology used and who shares which GPU;
 //  - channels per pair, from where the two workers are (xth and cuda_xth are never
 //    listed: two workers are always two processes):
 //      same pod (or, locally, same machine): cma, basic; cuda_ipc, cuda_basic;

@@ -11,16 +11,19 @@
 #include <optional>
 #include <string>
 
+#include "rpcjob/planner/gpu_topology.h"
+
 namespace rpcjob::runner {
 
 struct LocalResources {
   int gpus = 0;
   int64_t cpuMilli = 0;
   int64_t memoryBytes = 0;
-  std::string gpuSource;  // "NVML", "--gpus", or why there are none
+  std::string gpuSource;          // "NVML", "--gpus", or why there are none
+  planner::GpuTopology topology;  // NVLink/PCIe per pair (gpu_topology_nvml.h); unknown if not
 };
 
-// `gpuOverride` (from --gpus) replaces the NVML count.
+// `gpuOverride` (from --gpus) replaces the NVML count (and leaves the topology unknown).
 LocalResources detectLocalResources(std::optional<int> gpuOverride = std::nullopt);
 
 // MemTotal of /proc/meminfo text, in bytes; 0 when absent.
