@@ -5,6 +5,7 @@
 #include <sstream>
 #include <string>
 
+#include "rpcjob/assignment/pair_links.h"
 #include "rpcjob/planner/plan.h"
 
 namespace rpcjob::planner::testing {
@@ -23,7 +24,8 @@ inline std::string pairText(const Plan& plan) {
     out << "pod " << p.name << " shm=" << p.shmVolume << " pid=" << p.shareProcessNamespace
         << " caps=" << joinText(p.capabilities) << " rdma=" << p.requests.rdma << "\n";
   }
-  const Assignment& a = plan.assignment;
+  // What the workers read: the table after a trip through its text.
+  const Assignment a = plan.planned() ? parseAssignment(toYaml(plan.assignment)) : Assignment{};
   for (const auto& w : a.workers) {
     out << "worker " << w.rank << " " << w.name << " node=" << w.node << " pod=" << w.pod
         << " gpus=";
@@ -33,13 +35,10 @@ inline std::string pairText(const Plan& plan) {
   for (const auto& w : a.workers) {
     for (const auto& peer : a.workers) {
       if (peer.name == w.name) continue;
-      const auto channels = w.channels.find(peer.name);
-      const auto map = w.deviceMaps.find(peer.name);
-      out << w.name << " -> " << peer.name << ": ["
-          << (channels == w.channels.end() ? "" : joinText(channels->second)) << "] {";
-      if (map != w.deviceMaps.end()) {
-        for (const auto& [from, to] : map->second) out << from << ">" << to << " ";
-      }
+      // Derived from the compact table, as the runtime derives them.
+      out << w.name << " -> " << peer.name << ": [" << joinText(linkBetween(a, w, peer).channels)
+          << "] {";
+      for (const auto& [from, to] : deviceMapBetween(a, w, peer)) out << from << ">" << to << " ";
       out << "}\n";
     }
   }

@@ -19,6 +19,7 @@
 #include <set>
 
 #include "rpcjob/api/names.h"
+#include "rpcjob/assignment/pair_links.h"
 #include "rpcjob/planner/plan.h"
 #include "rpcjob/planner/render.h"
 
@@ -181,8 +182,11 @@ void checkPlanned(const Case& c, const Plan& plan) {
     const Resources free = c.cluster.freeOn(node);
     EXPECT_TRUE(free.covers(placed[node.name])) << "over-committed " << node.name;
   }
+  // Each worker's row of device maps, as its runtime derives it.
+  std::map<std::string, std::map<std::string, DeviceMap>> rows;
+  for (const auto& w : a.workers) rows[w.name] = deviceMapsOf(a, w.name);
   for (const auto& w : a.workers) {
-    for (const auto& [peer, map] : w.deviceMaps) {
+    for (const auto& [peer, map] : rows[w.name]) {
       std::set<std::string> targets;
       DeviceMap inverse;
       for (const auto& [from, to] : map) {
@@ -192,8 +196,8 @@ void checkPlanned(const Case& c, const Plan& plan) {
       }
       const WorkerEntry* other = a.byName(peer);
       ASSERT_NE(other, nullptr);
-      ASSERT_TRUE(other->deviceMaps.count(w.name)) << "no map back from " << peer;
-      EXPECT_EQ(other->deviceMaps.at(w.name), inverse);
+      ASSERT_TRUE(rows[peer].count(w.name)) << "no map back from " << peer;
+      EXPECT_EQ(rows[peer].at(w.name), inverse);
     }
   }
   const Assignment parsed = parseAssignment(toYaml(a));
