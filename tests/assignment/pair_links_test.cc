@@ -220,6 +220,24 @@ TEST(PairLinks, PropertiesOverEveryPairOfSmallTables) {
   }
 }
 
+TEST(PairLinks, APerPairTableOfAnEarlierReleaseKeepsItsMaps) {
+  // As tests/gpu/run-all.sh writes one: its maps are every map there is.
+  const Assignment old = parseAssignment(
+      "apiVersion: rpcjob.dev/v1alpha1\nkind: Assignment\nworkers:\n"
+      "  - {name: w0, rank: 0, address: '127.0.0.1:1', node: local, gpus: [0],\n"
+      "     deviceMaps: {w1: {'cuda:0': 'cuda:1'}}, channels: {w1: [cuda_ipc, cma]}}\n"
+      "  - {name: w1, rank: 1, address: '127.0.0.1:2', node: local, gpus: [1],\n"
+      "     deviceMaps: {w0: {'cuda:1': 'cuda:0'}}}\n"
+      "  - {name: w2, rank: 2, address: '127.0.0.1:3', node: local, gpus: [2]}\n");
+  EXPECT_EQ(deviceMapsOf(old, "w0"),
+            (std::map<std::string, DeviceMap>{{"w1", {{"cuda:0", "cuda:1"}}}}));
+  EXPECT_EQ(deviceMapsOf(old, "w1"),
+            (std::map<std::string, DeviceMap>{{"w0", {{"cuda:1", "cuda:0"}}}}));
+  EXPECT_TRUE(deviceMapsOf(old, "w2").empty()) << "no map in the old table: none now";
+  // Its channels were informational; they are derived like any table's.
+  EXPECT_EQ(channelsOf(old, "w0").at("w1").front(), "cuda_nvlink");
+}
+
 TEST(PairLinks, UnknownWorkerIsAnError) {
   Assignment t;
   t.workers = {worker("a", 0, "n", "", {})};
