@@ -5,8 +5,9 @@
 // the peak RSS of a process that plans it, and what each worker then does with it
 // (parse the table, derive its own row of device maps).
 //
-// The anchor is the per-pair worker table this replaced, as measured with
-// `rpcjob plan` (issue 18): 1.02 MiB for 128 workers; 2.1 s and 365 MB for 256.
+// The anchor is the per-pair worker table this replaced: this program built
+// against commit dc4a9ad (the last per-pair planner) on the same 2-core machine,
+// benchmarks/results/2026-11-24-plan-2core.md.
 //
 // Usage: rpcjob-plan-bench [--repeat N]   (default 5; the best time is printed)
 // Each size is planned in a child process so that its peak RSS is its own.
@@ -105,7 +106,9 @@ int main(int argc, char** argv) {
   std::printf("rpcjob-plan-bench: single-GPU workers, 8 per node (RDMA, NVLink), best of %d\n",
               repeat);
   std::printf(
-      "anchor (per-pair table, issue 18): 128 workers 1.02 MiB; 256 workers 2.1 s, 365 MB\n\n");
+      "anchor, the per-pair table (dc4a9ad, one pod per worker, same 2-core machine):\n"
+      "  64: 118 ms, 361782 B, 26 MiB; 256: 1581 ms, 5754206 B, 367 MiB;"
+      " 1024: 22369 ms, 92272750 B, 5810 MiB\n\n");
   std::printf("%-8s %-10s %6s %12s %14s %10s %14s %16s\n", "workers", "pods", "nodes", "plan ms",
               "table bytes", "bytes/wkr", "plan peak RSS", "worker read ms");
   for (const auto perPod : {api::WorkersPerPod::One, api::WorkersPerPod::Auto}) {
