@@ -49,11 +49,39 @@ void checkKeys(const YAML::Node& map, const std::set<std::string>& known,
   }
 }
 
-WorkerEntry parseWorker(const YAML::Node& node, const std::string& where) {
+std::map<std::string, DeviceMap> parseDeviceMaps(const YAML::Node& maps, const std::string& where) {
+  std::map<std::string, DeviceMap> out;
+  if (!maps.IsMap()) fail(where + lineOf(maps), "expected a mapping");
+  for (const auto& peer : maps) {
+    const auto peerName = peer.first.as<std::string>();
+    const std::string at = where + "." + peerName;
+    if (!peer.second.IsMap()) fail(at + lineOf(peer.second), "expected a mapping");
+    DeviceMap map;
+    for (const auto& kv : peer.second) {
+      map[kv.first.as<std::string>()] = scalar<std::string>(kv.second, at, "a device");
+    }
+    out[peerName] = std::move(map);
+  }
+  return out;
+}
+
+// perPair: a rpcjob.dev/v1alpha1 table (see assignment.h).
+WorkerEntry parseWorker(const YAML::Node& node, const std::string& where, bool perPair) {
   if (!node.IsMap()) fail(where + lineOf(node), "expected a mapping");
+  if (!perPair) {
+    for (const char* key : {"deviceMaps", "channels"}) {
+      if (node[key]) {
+        fail(where + "." + key + lineOf(node[key]),
+             std::string("per-pair tables are apiVersion ") + kAssignmentPerPairApiVersion +
+                 "; this version carries explicitDeviceMaps and derives the rest");
+      }
+    }
+  }
   checkKeys(node,
-            {"name", "rank", "group", "address", "metricsPort", "node", "pod", "gpus", "deviceMaps",
-             "channels"},
+            perPair ? std::set<std::string>{"name", "rank", "group", "address", "metricsPort",
+                                            "node", "pod", "gpus", "deviceMaps", "channels"}
+                    : std::set<std::string>{"name", "rank", "group", "address", "metricsPort",
+                                            "node", "pod", "gpus", "explicitDeviceMaps"},
             where);
   WorkerEntry w;
   if (!node["name"]) fail(where, "missing field 'name'");
@@ -75,27 +103,41 @@ WorkerEntry parseWorker(const YAML::Node& node, const std::string& where) {
           scalar<int>(gpus[i], where + ".gpus[" + std::to_string(i) + "]", "an integer"));
     }
   }
-  if (const auto maps = node["deviceMaps"]) {
-    if (!maps.IsMap()) fail(where + ".deviceMaps" + lineOf(maps), "expected a mapping");
-    for (const auto& peer : maps) {
-      const auto peerName = peer.first.as<std::string>();
-      const std::string at = where + ".deviceMaps." + peerName;
-      if (!peer.second.IsMap()) fail(at + lineOf(peer.second), "expected a mapping");
-      DeviceMap map;
-      for (const auto& kv : peer.second) {
-        map[kv.first.as<std::string>()] = scalar<std::string>(kv.second, at, "a device");
-      }
-      w.deviceMaps[peerName] = std::move(map);
-    }
+  const char* mapsKey = perPair ? "deviceMaps" : "explicitDeviceMaps";
+  if (const auto maps = node[mapsKey]) {
+    w.explicitDeviceMaps = parseDeviceMaps(maps, where + "." + mapsKey);
   }
-  if (const auto channels = node["channels"]) {
-    if (!channels.IsMap()) fail(where + ".channels" + lineOf(channels), "expected a mapping");
-    for (const auto& peer : channels) {
-      const auto peerName = peer.first.as<std::string>();
-      w.channels[peerName] = stringList(peer.second, where + ".channels." + peerName);
+  if (perPair) {
+    if (const auto channels = node["channels"]) {  // checked, then dropped (see assignment.h)
+      if (!channels.IsMap()) fail(where + ".channels" + lineOf(channels), "expected a mapping");
+      for (const auto& peer : channels) {
+        stringList(peer.second, where + ".channels." + peer.first.as<std::string>());
+      }
     }
   }
   return w;
+}
+
+std::map<std::string, NodeLinks> parseNodes(const YAML::Node& nodes) {
+  std::map<std::string, NodeLinks> out;
+  if (!nodes) return out;
+  if (!nodes.IsMap()) fail("nodes" + lineOf(nodes), "expected a mapping");
+  for (const auto& kv : nodes) {
+    const auto name = kv.first.as<std::string>();
+    NodeLinks links;
+    for (const auto& capability : stringList(kv.second, "nodes." + name)) {
+      if (capability == "rdma") {
+        links.rdma = true;
+      } else if (capability == "nvlink") {
+        links.nvlink = true;
+      } else {
+        fail("nodes." + name + lineOf(kv.second),
+             "unknown capability '" + capability + "' (known: rdma, nvlink)");
+      }
+    }
+    out[name] = links;
+  }
+  return out;
 }
 
 bool isDnsLabel(const std::string& s) {
@@ -116,6 +158,27 @@ bool isHostPort(const std::string& address) {
   }
   const int value = std::stoi(port);
   return value > 0 && value < 65536;
+}
+
+// A map given both ways must be one the inverse of the other: the derived map of
+// a pair must not depend on which side derives it.
+void checkInverses(const Assignment& a) {
+  std::map<std::string, const WorkerEntry*> byName;
+  for (const auto& w : a.workers) byName[w.name] = &w;
+  for (std::size_t i = 0; i < a.workers.size(); ++i) {
+    const auto& w = a.workers[i];
+    for (const auto& [peer, map] : w.explicitDeviceMaps) {
+      const auto& back = byName[peer]->explicitDeviceMaps;
+      const auto reverse = back.find(w.name);
+      if (reverse == back.end()) continue;
+      DeviceMap inverse;
+      for (const auto& [from, to] : map) inverse[to] = from;
+      if (inverse != reverse->second) {
+        fail("workers[" + std::to_string(i) + "].explicitDeviceMaps." + peer,
+             "not the inverse of " + peer + "'s map to " + w.name);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -139,6 +202,11 @@ const WorkerEntry* Assignment::byName(const std::string& name) const {
     if (w.name == name) return &w;
   }
   return nullptr;
+}
+
+NodeLinks Assignment::linksOf(const std::string& node) const {
+  const auto it = nodes.find(node);
+  return it == nodes.end() ? NodeLinks{} : it->second;
 }
 
 const WorkerEntry* Assignment::byRank(int rank) const {
@@ -177,8 +245,8 @@ void validateAssignment(Assignment& a) {
   for (std::size_t i = 0; i < a.workers.size(); ++i) {
     const auto& w = a.workers[i];
     const std::string where = "workers[" + std::to_string(i) + "]";
-    for (const auto& [peer, map] : w.deviceMaps) {
-      const std::string at = where + ".deviceMaps." + peer;
+    for (const auto& [peer, map] : w.explicitDeviceMaps) {
+      const std::string at = where + ".explicitDeviceMaps." + peer;
       if (!names.count(peer)) fail(at, "unknown peer '" + peer + "'");
       if (peer == w.name) fail(at, "a worker has no device map to itself");
       std::set<std::string> targets;
@@ -189,9 +257,6 @@ void validateAssignment(Assignment& a) {
           fail(at, "two local devices map to " + to + " (device maps are one-to-one)");
         }
       }
-    }
-    for (const auto& [peer, list] : w.channels) {
-      if (!names.count(peer)) fail(where + ".channels." + peer, "unknown peer '" + peer + "'");
     }
   }
   std::sort(a.workers.begin(), a.workers.end(),
@@ -206,11 +271,20 @@ Assignment parseAssignment(const std::string& text) {
     throw AssignmentError("assignment: not valid YAML: " + std::string(e.what()));
   }
   if (!root.IsMap()) fail("document", "expected a mapping");
-  checkKeys(root, {"apiVersion", "kind", "job", "transports", "channels", "workers"}, "");
-  if (root["apiVersion"] &&
-      scalar<std::string>(root["apiVersion"], "apiVersion", "a string") != kAssignmentApiVersion) {
-    fail("apiVersion", std::string("unsupported version, expected ") + kAssignmentApiVersion);
+  const std::string version =
+      root["apiVersion"] ? scalar<std::string>(root["apiVersion"], "apiVersion", "a string")
+                         : kAssignmentApiVersion;
+  const bool perPair = version == kAssignmentPerPairApiVersion;
+  if (!perPair && version != kAssignmentApiVersion) {
+    fail("apiVersion", "unsupported version '" + version + "', expected " + kAssignmentApiVersion +
+                           " (or " + kAssignmentPerPairApiVersion + ")");
   }
+  checkKeys(root,
+            perPair ? std::set<std::string>{"apiVersion", "kind", "job", "transports", "channels",
+                                            "workers"}
+                    : std::set<std::string>{"apiVersion", "kind", "job", "transports", "channels",
+                                            "deviceMapMode", "nodes", "workers"},
+            "");
   if (root["kind"] && scalar<std::string>(root["kind"], "kind", "a string") != kAssignmentKind) {
     fail("kind", std::string("expected ") + kAssignmentKind);
   }
@@ -225,13 +299,25 @@ Assignment parseAssignment(const std::string& text) {
   }
   a.transports = stringList(root["transports"], "transports");
   a.channels = stringList(root["channels"], "channels");
+  if (perPair) {
+    a.deviceMapMode = DeviceMapMode::Explicit;  // its maps are every map there is
+  } else if (const auto mode = root["deviceMapMode"]) {
+    const auto text = scalar<std::string>(mode, "deviceMapMode", "a string");
+    if (text != "Auto" && text != "Explicit") {
+      fail("deviceMapMode" + lineOf(mode), "expected Auto or Explicit, got '" + text + "'");
+    }
+    a.deviceMapMode = text == "Auto" ? DeviceMapMode::Auto : DeviceMapMode::Explicit;
+  }
+  a.nodes = parseNodes(root["nodes"]);
   const auto workers = root["workers"];
   if (!workers) fail("workers", "missing");
   if (!workers.IsSequence()) fail("workers" + lineOf(workers), "expected a list");
   for (std::size_t i = 0; i < workers.size(); ++i) {
-    a.workers.push_back(parseWorker(workers[i], "workers[" + std::to_string(i) + "]"));
+    a.workers.push_back(parseWorker(workers[i], "workers[" + std::to_string(i) + "]", perPair));
   }
   validateAssignment(a);
+  // Per-pair tables were never checked for this; each side used its own map.
+  if (!perPair) checkInverses(a);
   return a;
 }
 
@@ -258,29 +344,37 @@ std::string toYaml(const Assignment& a) {
   out << YAML::EndMap;
   out << YAML::Key << "transports" << YAML::Value << YAML::Flow << a.transports;
   out << YAML::Key << "channels" << YAML::Value << YAML::Flow << a.channels;
+  out << YAML::Key << "deviceMapMode" << YAML::Value
+      << (a.deviceMapMode == DeviceMapMode::Auto ? "Auto" : "Explicit");
+  out << YAML::Key << "nodes" << YAML::Value << YAML::BeginMap;
+  for (const auto& [name, links] : a.nodes) {
+    std::vector<std::string> capabilities;
+    if (links.rdma) capabilities.push_back("rdma");
+    if (links.nvlink) capabilities.push_back("nvlink");
+    out << YAML::Key << name << YAML::Value << YAML::Flow << capabilities;
+  }
+  out << YAML::EndMap;
+  // One line per worker: the table is read by every worker of a large job.
   out << YAML::Key << "workers" << YAML::Value << YAML::BeginSeq;
   for (const auto& w : a.workers) {
-    out << YAML::BeginMap;
+    out << YAML::Flow << YAML::BeginMap;
     out << YAML::Key << "name" << YAML::Value << w.name;
     out << YAML::Key << "rank" << YAML::Value << w.rank;
     out << YAML::Key << "group" << YAML::Value << w.group;
     out << YAML::Key << "address" << YAML::Value << w.address;
-    out << YAML::Key << "metricsPort" << YAML::Value << w.metricsPort;
+    if (w.metricsPort) out << YAML::Key << "metricsPort" << YAML::Value << w.metricsPort;
     out << YAML::Key << "node" << YAML::Value << w.node;
-    out << YAML::Key << "pod" << YAML::Value << w.pod;
+    if (!w.pod.empty()) out << YAML::Key << "pod" << YAML::Value << w.pod;
     out << YAML::Key << "gpus" << YAML::Value << YAML::Flow << w.gpus;
-    out << YAML::Key << "deviceMaps" << YAML::Value << YAML::BeginMap;
-    for (const auto& [peer, map] : w.deviceMaps) {
-      out << YAML::Key << peer << YAML::Value << YAML::Flow << YAML::BeginMap;
-      for (const auto& [from, to] : map) out << YAML::Key << from << YAML::Value << to;
+    if (!w.explicitDeviceMaps.empty()) {
+      out << YAML::Key << "explicitDeviceMaps" << YAML::Value << YAML::BeginMap;
+      for (const auto& [peer, map] : w.explicitDeviceMaps) {
+        out << YAML::Key << peer << YAML::Value << YAML::BeginMap;
+        for (const auto& [from, to] : map) out << YAML::Key << from << YAML::Value << to;
+        out << YAML::EndMap;
+      }
       out << YAML::EndMap;
     }
-    out << YAML::EndMap;
-    out << YAML::Key << "channels" << YAML::Value << YAML::BeginMap;
-    for (const auto& [peer, list] : w.channels) {
-      out << YAML::Key << peer << YAML::Value << YAML::Flow << list;
-    }
-    out << YAML::EndMap;
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;
@@ -305,12 +399,17 @@ void writeAssignmentFile(const Assignment& a, const std::string& path) {
 bool operator==(const WorkerEntry& a, const WorkerEntry& b) {
   return a.name == b.name && a.rank == b.rank && a.group == b.group && a.address == b.address &&
          a.metricsPort == b.metricsPort && a.node == b.node && a.pod == b.pod && a.gpus == b.gpus &&
-         a.deviceMaps == b.deviceMaps && a.channels == b.channels;
+         a.explicitDeviceMaps == b.explicitDeviceMaps;
+}
+
+bool operator==(const NodeLinks& a, const NodeLinks& b) {
+  return a.rdma == b.rdma && a.nvlink == b.nvlink;
 }
 
 bool operator==(const Assignment& a, const Assignment& b) {
   return a.jobName == b.jobName && a.jobNamespace == b.jobNamespace &&
-         a.transports == b.transports && a.channels == b.channels && a.workers == b.workers;
+         a.transports == b.transports && a.channels == b.channels &&
+         a.deviceMapMode == b.deviceMapMode && a.nodes == b.nodes && a.workers == b.workers;
 }
 
 }  // namespace rpcjob

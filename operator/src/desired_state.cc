@@ -11,6 +11,7 @@
 #include "rpcjob/api/parse.h"
 #include "rpcjob/api/serialize.h"
 #include "rpcjob/api/validate.h"
+#include "rpcjob/assignment/pair_links.h"
 #include "rpcjob/operator/children.h"
 
 namespace rpcjob::op {
@@ -267,9 +268,9 @@ void Computation::fillWorkers() {
     ws.gpus = w.gpus;
     if (const WorkerEntry* e = d_.plan.assignment.byName(w.name)) {
       ws.address = e->address;
-      if (tables) {
-        ws.channels = e->channels;
-        for (const auto& [peer, map] : e->deviceMaps) {
+      if (tables) {  // derived from the compact table, as the runtime derives them
+        ws.channels = channelsOf(d_.plan.assignment, w.name);
+        for (const auto& [peer, map] : deviceMapsOf(d_.plan.assignment, w.name)) {
           ws.deviceMaps[peer] = std::map<std::string, std::string>(map.begin(), map.end());
         }
       }

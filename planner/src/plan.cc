@@ -155,19 +155,29 @@ Plan planJob(const api::RpcJob& job, const ClusterView& cluster, const PlanOptio
   std::map<std::string, std::size_t> podIndex;
   for (std::size_t p = 0; p < plan.pods.size(); ++p) podIndex[plan.pods[p].name] = p;
 
-  // Links between every pair, and what they ask of the pods.
+  // Links between every pair, and what they ask of the pods. The worker table
+  // carries none of this: the runtime derives each pair's link the same way
+  // (rpcjob/assignment/pair_links.h).
   const std::size_t n = plan.workers.size();
-  std::vector<std::vector<bool>> cudaPairs(n, std::vector<bool>(n, false));
-  std::vector<std::map<std::string, std::vector<std::string>>> channels(n);
+  const detail::LinkTable links(job.spec);
+  std::vector<bool> rdmaOf(n);
+  std::vector<std::size_t> podOf(n);
+  std::vector<bool> podNodeHasHca(plan.pods.size());
+  for (std::size_t p = 0; p < plan.pods.size(); ++p) {
+    podNodeHasHca[p] = nodeByName[plan.pods[p].node]->allocatable.rdma > 0;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    rdmaOf[i] = nodeByName[plan.workers[i].node]->hasRdma();
+    if (!local) podOf[i] = podIndex[plan.workers[i].pod];
+  }
   bool stagedCuda = false;
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t j = i + 1; j < n; ++j) {
       const WorkerPlacement& a = plan.workers[i];
       const WorkerPlacement& b = plan.workers[j];
-      const bool samePod = local ? a.node == b.node : a.pod == b.pod;
-      const bool rdma = nodeByName[a.node]->hasRdma() && nodeByName[b.node]->hasRdma();
+      const bool samePod = local ? a.node == b.node : podOf[i] == podOf[j];
       const bool gpus = !a.gpus.empty() && !b.gpus.empty();
-      const detail::Link link = detail::linkBetween(samePod, rdma, gpus, job.spec);
+      const detail::Link& link = links.get(samePod, rdmaOf[i] && rdmaOf[j], gpus);
       if (link.transports.empty() || !link.hasCpuChannel) {
         return failed(PlanOutcome::Unschedulable, "NoTransport",
                       "workers " + a.name + " (" + (local ? a.node : a.pod) + ") and " + b.name +
@@ -176,13 +186,10 @@ Plan planJob(const api::RpcJob& job, const ClusterView& cluster, const PlanOptio
                           " between them: allow uv and basic in spec.transports/spec.channels, "
                           "or use workersPerPod: Auto to put workers of one node in one pod");
       }
-      cudaPairs[i][j] = cudaPairs[j][i] = link.hasCudaChannel;
       stagedCuda = stagedCuda || (gpus && !link.hasCudaChannel);
-      channels[i][b.name] = link.channels;
-      channels[j][a.name] = link.channels;
       if (local) continue;
-      for (const WorkerPlacement* w : {&a, &b}) {
-        PodPlan& pod = plan.pods[podIndex[w->pod]];
+      for (const std::size_t w : {i, j}) {
+        PodPlan& pod = plan.pods[podOf[w]];
         if (samePod && link.uses("shm")) pod.shmVolume = true;
         if (samePod && link.uses("cma")) {
           pod.shareProcessNamespace = true;
@@ -190,7 +197,7 @@ Plan planJob(const api::RpcJob& job, const ClusterView& cluster, const PlanOptio
         }
         if (link.uses("ibv") || link.uses("cuda_gdr")) {
           addCapability(pod, "IPC_LOCK");
-          if (nodeByName[pod.node]->allocatable.rdma > 0) pod.requests.rdma = 1;
+          if (podNodeHasHca[podOf[w]]) pod.requests.rdma = 1;
         }
       }
     }
@@ -235,8 +242,7 @@ Plan planJob(const api::RpcJob& job, const ClusterView& cluster, const PlanOptio
     }
   }
 
-  const detail::DeviceMapTable maps =
-      detail::deviceMaps(plan.workers, cudaPairs, job.spec.deviceMaps);
+  detail::DeviceMapTable maps = detail::explicitDeviceMaps(plan.workers, job.spec.deviceMaps);
   EndpointFn endpoints = options.endpoints;
   if (!endpoints) {
     endpoints = local ? localEndpoints(kDefaultRpcPort, job.spec.metrics.port)
@@ -247,6 +253,11 @@ Plan planJob(const api::RpcJob& job, const ClusterView& cluster, const PlanOptio
   a.jobNamespace = job.metadata.namespaceName;
   a.transports = job.spec.transports;
   a.channels = job.spec.channels;
+  a.deviceMapMode = detail::deviceMapMode(job.spec.deviceMaps);
+  for (const auto& w : plan.workers) {
+    const Node* node = nodeByName[w.node];
+    a.nodes[w.node] = NodeLinks{node->hasRdma(), node->hasNvlink()};
+  }
   for (std::size_t i = 0; i < n; ++i) {
     const WorkerPlacement& w = plan.workers[i];
     const Endpoint e = endpoints(w);
@@ -260,11 +271,8 @@ Plan planJob(const api::RpcJob& job, const ClusterView& cluster, const PlanOptio
     entry.pod = w.pod;
     entry.gpus = w.gpus;
     if (const auto it = maps.find(w.name); it != maps.end()) {
-      for (const auto& [peer, map] : it->second) {
-        if (!map.empty()) entry.deviceMaps[peer] = map;
-      }
+      entry.explicitDeviceMaps = std::move(it->second);
     }
-    entry.channels = std::move(channels[i]);
     a.workers.push_back(std::move(entry));
   }
   plan.outcome = PlanOutcome::Planned;

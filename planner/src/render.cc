@@ -5,11 +5,38 @@
 #include <algorithm>
 #include <sstream>
 
+#include "rpcjob/assignment/pair_links.h"
+
 namespace rpcjob::planner {
 namespace {
 
 // Rows beyond this are summarised: a 1024-worker job has half a million pairs.
 constexpr std::size_t kMaxPairRows = 200;
+constexpr std::size_t kMaxYamlPairs = 10000;
+
+struct PairRow {
+  const WorkerEntry* from;
+  const WorkerEntry* to;
+  std::vector<std::string> channels;
+  DeviceMap map;
+};
+
+// The first `limit` ordered pairs in rank order, derived as the runtime derives
+// them (pair_links.h); `total` gets the number of pairs.
+std::vector<PairRow> pairRows(const Assignment& a, std::size_t limit, std::size_t& total) {
+  const std::size_t n = a.workers.size();
+  total = n * (n - 1);
+  std::vector<PairRow> rows;
+  for (const auto& from : a.workers) {
+    for (const auto& to : a.workers) {
+      if (rows.size() == limit) return rows;
+      if (&from == &to) continue;
+      rows.push_back(
+          {&from, &to, linkBetween(a, from, to).channels, deviceMapBetween(a, from, to)});
+    }
+  }
+  return rows;
+}
 
 std::string joinInts(const std::vector<int>& values) {
   std::string out;
@@ -81,13 +108,8 @@ std::string renderTable(const Plan& plan) {
   }
   std::vector<std::vector<std::string>> pairs = {{"FROM", "TO", "CHANNELS", "DEVICE MAP"}};
   std::size_t total = 0;
-  for (const auto& w : plan.assignment.workers) {
-    for (const auto& [peer, list] : w.channels) {
-      if (++total > kMaxPairRows) continue;
-      const auto map = w.deviceMaps.find(peer);
-      pairs.push_back(
-          {w.name, peer, join(list), map == w.deviceMaps.end() ? "-" : mapText(map->second)});
-    }
+  for (const auto& row : pairRows(plan.assignment, kMaxPairRows, total)) {
+    pairs.push_back({row.from->name, row.to->name, join(row.channels), mapText(row.map)});
   }
   if (pairs.size() > 1) out << "\n" << table(pairs);
   if (total > kMaxPairRows) {
@@ -120,6 +142,20 @@ std::string renderYaml(const Plan& plan) {
     }
     out << YAML::EndSeq;
     out << YAML::Key << "assignment" << YAML::Value << YAML::Load(toYaml(plan.assignment));
+    // What the runtime derives from the table, pair by pair.
+    std::size_t total = 0;
+    out << YAML::Key << "pairs" << YAML::Value << YAML::BeginSeq;
+    for (const auto& row : pairRows(plan.assignment, kMaxYamlPairs, total)) {
+      out << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "from" << YAML::Value << row.from->name;
+      out << YAML::Key << "to" << YAML::Value << row.to->name;
+      out << YAML::Key << "channels" << YAML::Value << YAML::Flow << row.channels;
+      out << YAML::Key << "deviceMap" << YAML::Value << YAML::Flow << row.map;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+    if (total > kMaxYamlPairs)
+      out << YAML::Key << "morePairs" << YAML::Value << total - kMaxYamlPairs;
   }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

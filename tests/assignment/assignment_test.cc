@@ -15,6 +15,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The per-pair table of earlier releases (read for compatibility, see assignment.h).
 const char* kTwoWorkers = R"(
 apiVersion: rpcjob.dev/v1alpha1
 kind: Assignment
@@ -69,11 +70,12 @@ Assignment twoWorkers() {
   a.jobName = "pipe";
   a.jobNamespace = "ml";
   a.transports = {"shm", "uv"};
-  WorkerEntry m{"master", 0, "master", "127.0.0.1:1000", 9400, "n", "p", {0}, {}, {}};
-  m.deviceMaps["worker0"] = {{"cuda:0", "cuda:1"}, {"cpu", "cpu"}};
-  m.channels["worker0"] = {"cuda_ipc", "cma"};
-  WorkerEntry w{"worker0", 1, "worker", "127.0.0.1:1001", 0, "n", "", {1}, {}, {}};
-  w.deviceMaps["master"] = {{"cuda:1", "cuda:0"}};
+  a.deviceMapMode = DeviceMapMode::Explicit;
+  a.nodes["n"] = NodeLinks{true, false};
+  a.nodes["o"] = NodeLinks{false, true};
+  WorkerEntry m{"master", 0, "master", "127.0.0.1:1000", 9400, "n", "p", {0}, {}};
+  m.explicitDeviceMaps["worker0"] = {{"cuda:0", "cuda:1"}, {"cpu", "cpu"}};
+  WorkerEntry w{"worker0", 1, "worker", "127.0.0.1:1001", 0, "o", "", {1}, {}};
   a.workers = {m, w};
   return a;
 }
@@ -94,8 +96,54 @@ TEST(AssignmentTest, SortsByRankAndLooksUp) {
   EXPECT_EQ(a.byRank(0)->metricsPort, 9400);
   EXPECT_EQ(a.byName("nobody"), nullptr);
   EXPECT_EQ(a.byRank(7), nullptr);
-  EXPECT_EQ(a.workers[0].deviceMaps.at("worker0").at("cuda:0"), "cuda:1");
+  EXPECT_EQ(a.workers[0].explicitDeviceMaps.at("worker0").at("cuda:0"), "cuda:1");
   EXPECT_EQ(a.jobNamespace, "ml");
+  // An old table's maps are every map there is.
+  EXPECT_EQ(a.deviceMapMode, DeviceMapMode::Explicit);
+}
+
+TEST(AssignmentTest, GrowsLinearlyWithTheWorkers) {
+  // 1024 single-GPU workers on 128 nodes, addresses as the operator writes them.
+  Assignment a;
+  a.jobName = "big-training-job";
+  a.jobNamespace = "research";
+  for (int i = 0; i < 1024; ++i) {
+    const std::string node = "gpu-node-" + std::to_string(i / 8);
+    a.nodes[node] = NodeLinks{true, true};
+    const std::string pod = "big-training-job-trainer-" + std::to_string(i);
+    a.workers.push_back({"trainer" + std::to_string(i),
+                         i,
+                         "trainer",
+                         pod + ".big-training-job.research.svc:29500",
+                         9400,
+                         node,
+                         pod,
+                         {0},
+                         {}});
+  }
+  const std::string text = toYaml(a);
+  // About 210 bytes a worker with these names, most of them the address.
+  EXPECT_LT(text.size(), 1024u * 256) << "a quarter of the object limit at most";
+  EXPECT_LT(text.size(), 1u << 20) << "a ConfigMap holds at most 1 MiB";
+  EXPECT_TRUE(parseAssignment(text) == a);
+}
+
+TEST(AssignmentTest, RefusesPerPairFieldsInTheCurrentVersion) {
+  const std::string one = "\n  - {name: a, rank: 0, address: 'h:1'";
+  EXPECT_THAT(errorOf("apiVersion: rpcjob.dev/v1alpha2\nworkers:" + one + ", deviceMaps: {}}\n"),
+              HasSubstr("workers[0].deviceMaps (line 3): per-pair tables are apiVersion "
+                        "rpcjob.dev/v1alpha1"));
+  EXPECT_THAT(errorOf("workers:" + one + ", channels: {}}\n"),
+              HasSubstr("per-pair tables are apiVersion rpcjob.dev/v1alpha1"));
+  EXPECT_THAT(errorOf("apiVersion: rpcjob.dev/v1alpha1\nnodes: {}\nworkers:" + one + "}\n"),
+              HasSubstr("nodes (line 2): unknown field"));
+  EXPECT_THAT(
+      errorOf("apiVersion: rpcjob.dev/v1alpha1\nworkers:" + one + ", explicitDeviceMaps: {}}\n"),
+      HasSubstr("unknown field"));
+  EXPECT_THAT(errorOf("deviceMapMode: Sometimes\nworkers:" + one + "}\n"),
+              HasSubstr("deviceMapMode (line 1): expected Auto or Explicit, got 'Sometimes'"));
+  EXPECT_THAT(errorOf("nodes: {a: [rdma, warp]}\nworkers:" + one + "}\n"),
+              HasSubstr("nodes.a (line 1): unknown capability 'warp'"));
 }
 
 TEST(AssignmentTest, NamesTheBadField) {
@@ -115,14 +163,20 @@ TEST(AssignmentTest, NamesTheBadField) {
   a.workers[0].address = "nohost";
   EXPECT_THAT(errorOf(toYaml(a)), HasSubstr("workers[0].address: 'nohost' is not host:port"));
   a = twoWorkers();
-  a.workers[0].deviceMaps["ghost"] = {{"cpu", "cpu"}};
+  a.workers[0].explicitDeviceMaps["ghost"] = {{"cpu", "cpu"}};
   EXPECT_THAT(errorOf(toYaml(a)), HasSubstr("unknown peer 'ghost'"));
   a = twoWorkers();
-  a.workers[0].deviceMaps["worker0"] = {{"cuda:0", "cuda:1"}, {"cuda:1", "cuda:1"}};
+  a.workers[0].explicitDeviceMaps["worker0"] = {{"cuda:0", "cuda:1"}, {"cuda:1", "cuda:1"}};
   EXPECT_THAT(errorOf(toYaml(a)), HasSubstr("one-to-one"));
   a = twoWorkers();
-  a.workers[0].deviceMaps["master"] = {{"cpu", "cpu"}};
+  a.workers[0].explicitDeviceMaps["master"] = {{"cpu", "cpu"}};
   EXPECT_THAT(errorOf(toYaml(a)), HasSubstr("no device map to itself"));
+  a = twoWorkers();
+  a.workers[1].explicitDeviceMaps["master"] = {{"cuda:1", "cuda:0"}};  // cpu is missing
+  EXPECT_THAT(errorOf(toYaml(a)),
+              HasSubstr("workers[0].explicitDeviceMaps.worker0: not the inverse of worker0's map"));
+  a.workers[1].explicitDeviceMaps["master"] = {{"cuda:1", "cuda:0"}, {"cpu", "cpu"}};
+  EXPECT_EQ(errorOf(toYaml(a)), "no error");
 }
 
 TEST(AssignmentTest, RejectsBadDocuments) {

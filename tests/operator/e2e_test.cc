@@ -19,6 +19,7 @@
 
 #include "control_plane.h"
 #include "rpcjob/assignment/assignment.h"
+#include "rpcjob/assignment/pair_links.h"
 #include "rpcjob/operator/client.h"
 
 namespace rpcjob::kube {
@@ -211,7 +212,7 @@ TEST_F(E2e, JobGetsServiceConfigMapPodsAndStatusThenRunsAndSucceeds) {
   Assignment a = parseAssignment(jsonString(cm.json, "/data/assignment.yaml").value_or(""));
   ASSERT_EQ(a.worldSize(), 6);
   EXPECT_EQ(a.byRank(0)->name, "master");
-  EXPECT_EQ(a.byName("master")->deviceMaps.size(), 5u) << "a device map to every GPU peer";
+  EXPECT_EQ(deviceMapsOf(a, "master").size(), 5u) << "a device map to every GPU peer";
   EXPECT_EQ(a.byName("master")->address, "train-master-0.train." + ns_ + ".svc:29500");
   std::set<std::string> nodesUsed;
   for (const auto& p : pods("train")) {

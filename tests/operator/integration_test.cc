@@ -15,10 +15,14 @@
 #include <thread>
 
 #include "control_plane.h"
+#include "rpcjob/api/parse.h"
+#include "rpcjob/assignment/assignment.h"
+#include "rpcjob/operator/children.h"
 #include "rpcjob/operator/controller.h"
 #include "rpcjob/operator/events.h"
 #include "rpcjob/operator/informer.h"
 #include "rpcjob/operator/leader_election.h"
+#include "rpcjob/planner/plan.h"
 
 namespace rpcjob::kube {
 namespace {
@@ -553,6 +557,51 @@ TEST_F(Kube, InformerRecoversFromApiserverRestart) {
       << "errors " << informer.stats().errors << ", watches " << informer.stats().watches;
   EXPECT_GE(informer.stats().watches, 2);
   informer.stop();
+}
+
+// The CRD bounds a group at 1024 workers (its `maximum`; the bound on the total
+// across groups is a CEL rule, which v1.20 drops: api/'s validator refuses that,
+// api/validate_test). The largest job it admits fits: created through the API
+// server, planned as the operator plans it on 128 nodes, its worker table stored
+// in one ConfigMap and read back as the runtime reads it.
+TEST_F(Kube, TheLargestJobFitsAndOneWorkerMoreIsRefused) {
+  ensureCrd();
+  const std::string ns = makeNamespace("large");
+  const auto jobJson = [](const std::string& name, int replicas) {
+    return R"({"apiVersion":"rpcjob.dev/v1alpha1","kind":"RpcJob","metadata":{"name":")" + name +
+           R"("},"spec":{"workers":[{"name":"trainer","replicas":)" + std::to_string(replicas) +
+           R"(,"gpusPerWorker":1,"template":{"spec":{"containers":[{"name":"worker",)"
+           R"("image":"ghcr.io/rpcjob/rpcjob-worker:latest","resources":{"requests":)"
+           R"({"cpu":"500m","memory":"1Gi"}}}]}}}]}})";
+  };
+  try {
+    client_->create(r::kRpcJobs, ns, jobJson("too-big", 1025));
+    FAIL() << "a group of 1025 workers was accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.code(), 422) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1024"), std::string::npos) << e.what();
+  }
+  const Object stored = client_->create(r::kRpcJobs, ns, jobJson("big", 1024));
+  api::ParseResult parsed = api::parseRpcJob(stored.json);
+  ASSERT_TRUE(parsed.ok()) << api::formatErrors(parsed.errors);
+  parsed.job.metadata.namespaceName = ns;
+  planner::ClusterView cluster;
+  for (int i = 0; i < 128; ++i) {
+    planner::Node n;
+    n.name = "gpu-node-" + std::to_string(i);
+    n.allocatable = {8, 64000, int64_t{512} << 30, 0};
+    cluster.nodes.push_back(n);
+  }
+  const planner::Plan plan = planner::planJob(parsed.job, cluster);
+  ASSERT_TRUE(plan.planned()) << plan.message;
+  const std::string cm = op::configMapJson({"big", ns, stored.metadata.uid}, plan.assignment);
+  EXPECT_LT(cm.size(), std::size_t{256} << 10) << "a quarter of the 1 MiB object limit at most";
+  client_->create(r::kConfigMaps, ns, cm);
+  const Object got = client_->get(r::kConfigMaps, ns, op::assignmentConfigMapName("big"));
+  const Assignment read =
+      parseAssignment(jsonString(got.json, "/data/assignment.yaml").value_or(""));
+  EXPECT_EQ(read.worldSize(), 1024);
+  EXPECT_TRUE(read == plan.assignment);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "rpcjob/assignment/pair_links.h"
 #include "rpcjob/planner/plan.h"
 #include "test_support.h"
 
@@ -49,9 +50,9 @@ TEST(Pods, OnePerWorkerSeesItsGpusFromZero) {
   EXPECT_FALSE(plan.pods[0].shareProcessNamespace);
   EXPECT_TRUE(plan.pods[0].capabilities.empty());
   EXPECT_EQ(plan.pods[0].requests.gpus, 2);
-  EXPECT_EQ(plan.assignment.workers[0].channels.at("w1"),
+  EXPECT_EQ(channelsOf(plan.assignment, plan.assignment.workers[0].name).at("w1"),
             (std::vector<std::string>{"cuda_basic", "mpt", "basic"}));
-  EXPECT_EQ(plan.assignment.workers[0].deviceMaps.at("w1"),
+  EXPECT_EQ(deviceMapsOf(plan.assignment, plan.assignment.workers[0].name).at("w1"),
             (DeviceMap{{"cuda:0", "cuda:0"}, {"cuda:1", "cuda:1"}}));
 }
 
@@ -70,11 +71,13 @@ TEST(Pods, AutoSharesAPodPerNodeWithNvlinkAndShm) {
   const auto& worker0 = plan.assignment.workers[1];
   EXPECT_EQ(master.gpus, std::vector<int>{0});
   EXPECT_EQ(worker0.gpus, std::vector<int>{1});  // same pod: distinct devices
-  EXPECT_EQ(master.channels.at("worker0"),
+  EXPECT_EQ(channelsOf(plan.assignment, master.name).at("worker0"),
             (std::vector<std::string>{"cuda_nvlink", "cuda_ipc", "cuda_basic", "rpcjob_cma", "cma",
                                       "basic"}));
-  EXPECT_EQ(master.deviceMaps.at("worker0"), (DeviceMap{{"cuda:0", "cuda:1"}}));
-  EXPECT_EQ(worker0.deviceMaps.at("master"), (DeviceMap{{"cuda:1", "cuda:0"}}));
+  EXPECT_EQ(deviceMapsOf(plan.assignment, master.name).at("worker0"),
+            (DeviceMap{{"cuda:0", "cuda:1"}}));
+  EXPECT_EQ(deviceMapsOf(plan.assignment, worker0.name).at("master"),
+            (DeviceMap{{"cuda:1", "cuda:0"}}));
   EXPECT_TRUE(plan.pods[0].shmVolume);
   EXPECT_TRUE(plan.pods[0].shareProcessNamespace);
   EXPECT_THAT(plan.pods[0].capabilities, ElementsAre("SYS_PTRACE"));
@@ -93,7 +96,7 @@ TEST(Channels, RdmaAcrossNodes) {
   b.allocatable.rdma = 10;  // RDMA through the device plugin's resource
   const Plan plan = planJob(j, cluster({a, b}));
   ASSERT_TRUE(plan.planned());
-  EXPECT_EQ(plan.assignment.workers[0].channels.at("w1"),
+  EXPECT_EQ(channelsOf(plan.assignment, plan.assignment.workers[0].name).at("w1"),
             (std::vector<std::string>{"cuda_gdr", "cuda_basic", "mpt", "basic"}));
   EXPECT_THAT(plan.pods[0].capabilities, ElementsAre("IPC_LOCK"));
   EXPECT_EQ(plan.pods[0].requests.rdma, 0);  // node a has the label, not the resource
@@ -105,7 +108,7 @@ TEST(Channels, NoRdmaOnOneSideMeansStagedCopies) {
   j.spec.placement.policy = api::PlacementPolicy::Spread;
   const Plan plan = planJob(j, cluster({gpuNode("a", 1, true), gpuNode("b", 1)}));
   ASSERT_TRUE(plan.planned());
-  EXPECT_EQ(plan.assignment.workers[0].channels.at("w1"),
+  EXPECT_EQ(channelsOf(plan.assignment, plan.assignment.workers[0].name).at("w1"),
             (std::vector<std::string>{"cuda_basic", "mpt", "basic"}));
   EXPECT_TRUE(plan.pods[0].capabilities.empty());
 }
@@ -117,7 +120,7 @@ TEST(Channels, SpecFiltersAndOrders) {
   j.spec.transports = {"uv"};
   const Plan plan = planJob(j, cluster({gpuNode("a", 2)}));
   ASSERT_TRUE(plan.planned());
-  EXPECT_EQ(plan.assignment.workers[0].channels.at("w1"),
+  EXPECT_EQ(channelsOf(plan.assignment, plan.assignment.workers[0].name).at("w1"),
             (std::vector<std::string>{"basic", "cuda_basic", "cma"}));
   EXPECT_FALSE(plan.pods[0].shmVolume);  // shm not allowed
   EXPECT_TRUE(plan.pods[0].shareProcessNamespace);
@@ -140,15 +143,15 @@ TEST(Channels, NoCudaChannelNoDeviceMap) {
   j.spec.channels = {"basic"};
   const Plan plan = planJob(j, cluster({gpuNode("a", 2)}));
   ASSERT_TRUE(plan.planned());
-  EXPECT_TRUE(plan.assignment.workers[0].deviceMaps.empty());
+  EXPECT_TRUE(deviceMapsOf(plan.assignment, plan.assignment.workers[0].name).empty());
   EXPECT_FALSE(plan.notes.empty());
 }
 
 TEST(DeviceMaps, CpuWorkersHaveNone) {
   const Plan plan = planJob(job({group("m", 1, 0), group("w", 1, 1)}), cluster({gpuNode("a", 1)}));
   ASSERT_TRUE(plan.planned());
-  EXPECT_TRUE(plan.assignment.workers[0].deviceMaps.empty());
-  EXPECT_EQ(plan.assignment.workers[0].channels.at("w"),
+  EXPECT_TRUE(deviceMapsOf(plan.assignment, plan.assignment.workers[0].name).empty());
+  EXPECT_EQ(channelsOf(plan.assignment, plan.assignment.workers[0].name).at("w"),
             (std::vector<std::string>{"mpt", "basic"}));
 }
 
@@ -157,8 +160,10 @@ TEST(DeviceMaps, UnequalGpuCountsMapTheCommonPart) {
   j.spec.placement.workersPerPod = api::WorkersPerPod::Auto;
   const Plan plan = planJob(j, cluster({gpuNode("a", 4)}));
   ASSERT_TRUE(plan.planned());
-  EXPECT_EQ(plan.assignment.workers[0].deviceMaps.at("w"), (DeviceMap{{"cuda:0", "cuda:2"}}));
-  EXPECT_EQ(plan.assignment.workers[1].deviceMaps.at("m"), (DeviceMap{{"cuda:2", "cuda:0"}}));
+  EXPECT_EQ(deviceMapsOf(plan.assignment, plan.assignment.workers[0].name).at("w"),
+            (DeviceMap{{"cuda:0", "cuda:2"}}));
+  EXPECT_EQ(deviceMapsOf(plan.assignment, plan.assignment.workers[1].name).at("m"),
+            (DeviceMap{{"cuda:2", "cuda:0"}}));
 }
 
 TEST(DeviceMaps, ExplicitMapsAreTranslatedAndOverride) {
@@ -168,17 +173,18 @@ TEST(DeviceMaps, ExplicitMapsAreTranslatedAndOverride) {
   Plan plan = planJob(j, cluster({gpuNode("a", 8)}));
   ASSERT_TRUE(plan.planned()) << plan.message;
   // m has devices 0,1 and w 2,3 in the shared pod.
-  EXPECT_EQ(plan.assignment.workers[0].deviceMaps.at("w"),
+  EXPECT_EQ(deviceMapsOf(plan.assignment, plan.assignment.workers[0].name).at("w"),
             (DeviceMap{{"cuda:0", "cuda:3"}, {"cuda:1", "cuda:2"}}));
-  EXPECT_EQ(plan.assignment.workers[1].deviceMaps.at("m"),
+  EXPECT_EQ(deviceMapsOf(plan.assignment, plan.assignment.workers[1].name).at("m"),
             (DeviceMap{{"cuda:3", "cuda:0"}, {"cuda:2", "cuda:1"}}));
-  EXPECT_EQ(plan.assignment.workers[0].deviceMaps.count("x"), 1u);  // Auto keeps the rest
+  EXPECT_EQ(deviceMapsOf(plan.assignment, plan.assignment.workers[0].name).count("x"),
+            1u);  // Auto keeps the rest
 
   j.spec.deviceMaps.mode = api::DeviceMapMode::Explicit;
   plan = planJob(j, cluster({gpuNode("a", 8)}));
   ASSERT_TRUE(plan.planned());
-  EXPECT_EQ(plan.assignment.workers[0].deviceMaps.count("x"), 0u);
-  EXPECT_EQ(plan.assignment.workers[1].deviceMaps.count("m"), 1u);
+  EXPECT_EQ(deviceMapsOf(plan.assignment, plan.assignment.workers[0].name).count("x"), 0u);
+  EXPECT_EQ(deviceMapsOf(plan.assignment, plan.assignment.workers[1].name).count("m"), 1u);
 }
 
 TEST(Local, ProcessesOnOneMachine) {
@@ -195,7 +201,7 @@ TEST(Local, ProcessesOnOneMachine) {
   EXPECT_EQ(w[1].address, "127.0.0.1:29501");
   EXPECT_EQ(w[2].metricsPort, 9402);
   EXPECT_EQ(w[0].pod, "");
-  EXPECT_EQ(w[0].channels.at("w1"),
+  EXPECT_EQ(channelsOf(plan.assignment, w[0].name).at("w1"),
             (std::vector<std::string>{"cuda_nvlink", "cuda_ipc", "cuda_basic", "rpcjob_cma", "cma",
                                       "basic"}));
   EXPECT_THAT(planJob(job({group("w", 5, 1)}), localCluster(4, 8000, 1 << 30), options).message,

@@ -19,6 +19,7 @@
 #include <set>
 
 #include "rpcjob/api/names.h"
+#include "rpcjob/assignment/pair_links.h"
 #include "rpcjob/planner/plan.h"
 #include "rpcjob/planner/render.h"
 
@@ -181,8 +182,11 @@ void checkPlanned(const Case& c, const Plan& plan) {
     const Resources free = c.cluster.freeOn(node);
     EXPECT_TRUE(free.covers(placed[node.name])) << "over-committed " << node.name;
   }
+  // Each worker's row of device maps, as its runtime derives it.
+  std::map<std::string, std::map<std::string, DeviceMap>> rows;
+  for (const auto& w : a.workers) rows[w.name] = deviceMapsOf(a, w.name);
   for (const auto& w : a.workers) {
-    for (const auto& [peer, map] : w.deviceMaps) {
+    for (const auto& [peer, map] : rows[w.name]) {
       std::set<std::string> targets;
       DeviceMap inverse;
       for (const auto& [from, to] : map) {
@@ -192,8 +196,8 @@ void checkPlanned(const Case& c, const Plan& plan) {
       }
       const WorkerEntry* other = a.byName(peer);
       ASSERT_NE(other, nullptr);
-      ASSERT_TRUE(other->deviceMaps.count(w.name)) << "no map back from " << peer;
-      EXPECT_EQ(other->deviceMaps.at(w.name), inverse);
+      ASSERT_TRUE(rows[peer].count(w.name)) << "no map back from " << peer;
+      EXPECT_EQ(rows[peer].at(w.name), inverse);
     }
   }
   const Assignment parsed = parseAssignment(toYaml(a));
@@ -268,4 +272,44 @@ TEST(PlannerProperties, LargeJobsStayConsistent) {
 }
 
 }  // namespace
+TEST(PlannerProperties, TheLargestJobHasASmallTable) {
+  // The CRD's limit: 1024 single-GPU workers, here on 128 nodes of 8 GPUs, one pod
+  // each. The table grows linearly: about 200 bytes a worker, not a pair.
+  api::RpcJob job;
+  job.metadata.name = "big-training-job";
+  job.metadata.namespaceName = "research";
+  api::WorkerGroup g;
+  g.name = "trainer";
+  g.replicas = api::kMaxWorkers;
+  g.gpusPerWorker = 1;
+  job.spec.workers.push_back(g);
+  ClusterView cluster;
+  for (int i = 0; i < 128; ++i) {
+    Node n;
+    n.name = "gpu-node-" + std::to_string(i);
+    n.allocatable = {8, 64000, int64_t{512} << 30, 0};
+    if (i % 2) n.labels[kRdmaLabel] = "true";
+    cluster.nodes.push_back(n);
+  }
+  const Plan plan = planJob(job, cluster);
+  ASSERT_TRUE(plan.planned()) << plan.message;
+  EXPECT_EQ(plan.pods.size(), 1024u);
+  const std::string text = toYaml(plan.assignment);
+  EXPECT_LT(text.size(), std::size_t{256} << 10) << "a quarter of the 1 MiB object limit at most";
+  // What the first and the last worker derive from it: a map to every peer (all
+  // have a cuda channel), the inverse of each other's.
+  const Assignment read = parseAssignment(text);
+  const auto first = deviceMapsOf(read, read.workers.front().name);
+  const auto last = deviceMapsOf(read, read.workers.back().name);
+  EXPECT_EQ(first.size(), 1023u);
+  EXPECT_EQ(last.size(), 1023u);
+  const DeviceMap& there = first.at(read.workers.back().name);
+  const DeviceMap& back = last.at(read.workers.front().name);
+  ASSERT_EQ(there.size(), 1u);
+  EXPECT_EQ(back.at(there.begin()->second), there.begin()->first);
+  // One more worker is over the limit.
+  job.spec.workers[0].replicas = api::kMaxWorkers + 1;
+  EXPECT_EQ(planJob(job, cluster).outcome, PlanOutcome::Invalid);
+}
+
 }  // namespace rpcjob::planner

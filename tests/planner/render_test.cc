@@ -50,5 +50,23 @@ TEST(Render, YamlCarriesTheAssignment) {
   EXPECT_TRUE(parseAssignment(out.c_str()) == plan.assignment);
 }
 
+TEST(Render, YamlListsTheDerivedPairsUpToALimit) {
+  const Plan small = planJob(job({group("w", 2, 1)}), cluster({gpuNode("a", 2, true)}));
+  ASSERT_TRUE(small.planned());
+  const YAML::Node y = YAML::Load(renderYaml(small));
+  ASSERT_EQ(y["pairs"].size(), 2u);
+  EXPECT_EQ(y["pairs"][1]["from"].as<std::string>(), "w1");
+  EXPECT_EQ(y["pairs"][1]["to"].as<std::string>(), "w0");
+  EXPECT_EQ(y["pairs"][1]["deviceMap"]["cuda:0"].as<std::string>(), "cuda:0");
+  EXPECT_FALSE(y["morePairs"]);
+  // 101 CPU workers: 10100 ordered pairs, 10000 listed.
+  const Plan big = planJob(job({group("w", 101, 0)}), cluster({gpuNode("a", 0)}));
+  ASSERT_TRUE(big.planned()) << big.message;
+  const YAML::Node b = YAML::Load(renderYaml(big));
+  EXPECT_EQ(b["pairs"].size(), 10000u);
+  EXPECT_EQ(b["morePairs"].as<int>(), 100);
+  EXPECT_THAT(renderTable(big), HasSubstr("... and 9900 more pairs"));
+}
+
 }  // namespace
 }  // namespace rpcjob::planner

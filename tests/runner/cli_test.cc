@@ -129,8 +129,14 @@ TEST_F(Plan, TwoNodesWithAndWithoutRdma) {
   EXPECT_EQ(y["outcome"].as<std::string>(), "Planned");
   EXPECT_EQ(y["assignment"]["workers"].size(), 2u);
   EXPECT_EQ(y["assignment"]["workers"][0]["name"].as<std::string>(), "master");
-  EXPECT_EQ(y["assignment"]["workers"][0]["deviceMaps"]["worker"]["cuda:0"].as<std::string>(),
-            "cuda:0");
+  // The table is compact; the per-pair view is derived beside it.
+  EXPECT_FALSE(y["assignment"]["workers"][0]["deviceMaps"]);
+  EXPECT_EQ(y["assignment"]["nodes"]["a"][0].as<std::string>(), "rdma");
+  ASSERT_EQ(y["pairs"].size(), 2u);
+  EXPECT_EQ(y["pairs"][0]["from"].as<std::string>(), "master");
+  EXPECT_EQ(y["pairs"][0]["to"].as<std::string>(), "worker");
+  EXPECT_EQ(y["pairs"][0]["channels"][0].as<std::string>(), "cuda_gdr");
+  EXPECT_EQ(y["pairs"][0]["deviceMap"]["cuda:0"].as<std::string>(), "cuda:0");
 }
 
 TEST_F(Plan, TaintedNodesNeedTolerations) {

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "memory_limit.h"
+#include "rpcjob/assignment/pair_links.h"
 
 namespace rpcjob::runtime {
 
@@ -23,7 +24,8 @@ RuntimeOptions optionsFromAssignment(const Assignment& assignment, const std::st
   RuntimeOptions options;
   options.transports = assignment.transports;
   options.channels = assignment.channels;
-  if (const WorkerEntry* entry = assignment.byName(worker)) options.deviceMaps = entry->deviceMaps;
+  // Derived from the compact table (pair_links.h), as the planner showed them.
+  if (assignment.byName(worker) != nullptr) options.deviceMaps = deviceMapsOf(assignment, worker);
   return options;
 }
 

@@ -14,6 +14,7 @@
 #include "channel_selection.h"
 #include "memory_limit.h"
 #include "rpcjob/assignment/environment.h"
+#include "rpcjob/assignment/pair_links.h"
 #include "runtime_impl.h"
 #include "shutdown.h"
 
@@ -105,7 +106,7 @@ RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::strin
   }
   selfRank_ = it->second;
   failedPipes_.resize(workers_.size());
-  if (options_.deviceMaps.empty()) options_.deviceMaps = assignment_.workers[selfRank_].deviceMaps;
+  if (options_.deviceMaps.empty()) options_.deviceMaps = deviceMapsOf(assignment_, name);
   maxMessageBytes_ = options_.maxMessageBytes > 0 ? options_.maxMessageBytes : memoryLimitBytes();
   pool_ = std::make_shared<ThreadPool>(options_.poolThreads);
   rrefs_ = std::make_unique<RRefContext>();

@@ -20,6 +20,7 @@
 
 #include "metrics_observer.h"
 #include "rpcjob/assignment/environment.h"
+#include "rpcjob/assignment/pair_links.h"
 #if RPCJOB_HAS_INSTRUMENT
 #include <rpcjob/instrument/instrument.h>
 #endif
@@ -110,17 +111,12 @@ WorkerMetrics::WorkerMetrics(MetricsSettings settings, const Assignment& assignm
   info.job = job;
   info.node = self != nullptr && !self->node.empty() ? self->node : hostName();
   metrics_->rpc().setWorkerInfo(info);
-  // Device pairs seen from this worker: our map towards a peer, else the inverse
-  // of the peer's map towards us (the pairing its requests and our responses use).
-  for (const auto& w : assignment.workers) {
-    if (w.name == worker) continue;
-    std::map<std::string, std::string> pairs;
-    if (self != nullptr && self->deviceMaps.count(w.name)) {
-      pairs = self->deviceMaps.at(w.name);
-    } else if (auto it = w.deviceMaps.find(worker); it != w.deviceMaps.end()) {
-      for (const auto& [theirs, ours] : it->second) pairs[ours] = theirs;
+  // Device pairs seen from this worker: its derived map towards each peer, whose
+  // inverse is the peer's towards us (the pairing its requests and our responses use).
+  if (self != nullptr) {
+    for (auto& [peer, pairs] : deviceMapsOf(assignment, worker)) {
+      metrics_->channels().setDeviceMap(peer, std::move(pairs));
     }
-    if (!pairs.empty()) metrics_->channels().setDeviceMap(w.name, std::move(pairs));
   }
   if (!settings_.file.empty() && gSignalPipe[0] < 0 && pipe2(gSignalPipe, O_CLOEXEC) == 0) {
     // A handler, not a blocked mask and sigwait(): threads started before main

@@ -187,7 +187,6 @@ struct BenchAgent::State {
     if (addresses.size() != a.workers.size()) throw std::invalid_argument("bad address list");
     for (size_t i = 0; i < a.workers.size(); ++i) {
       a.workers[i].address = addresses[i];
-      a.workers[i].channels.clear();
       a.workers[i].metricsPort = 0;
     }
     a.channels.clear();

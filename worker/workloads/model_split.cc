@@ -9,6 +9,8 @@
 #include <mutex>
 #include <optional>
 
+#include "rpcjob/assignment/pair_links.h"
+
 namespace rpcjob::worker {
 namespace {
 
@@ -39,7 +41,7 @@ void placeModelSplit(const Assignment& assignment, const std::string& worker,
   config.mappedPeers.clear();
   if (self == nullptr || self->gpus.empty()) return;
   config.device = "cuda:" + std::to_string(self->gpus.front());
-  for (const auto& [peer, map] : self->deviceMaps) {
+  for (const auto& [peer, map] : deviceMapsOf(assignment, worker)) {
     if (map.count(config.device)) config.mappedPeers.insert(peer);
   }
 }

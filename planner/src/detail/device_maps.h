@@ -1,6 +1,7 @@
 #pragma once
-// Device maps between GPU workers: automatic ones from the placement, and the
-// spec's explicit ones translated from per-worker GPU numbers to device indices.
+// The spec's explicit device maps, translated from per-worker GPU numbers to the
+// device indices the workers' processes see: the only per-pair data the worker
+// table carries. Every other pair's map is derived (rpcjob/assignment/pair_links.h).
 
 #include <map>
 #include <string>
@@ -11,13 +12,13 @@
 
 namespace rpcjob::planner::detail {
 
-// by worker name -> by peer name -> {local device -> peer device}
+// by worker name -> by peer name -> {local device -> peer device}, each as written
+// (the reverse direction is derived as the inverse).
 using DeviceMapTable = std::map<std::string, std::map<std::string, DeviceMap>>;
 
-// `cudaPairs[i][j]` says whether workers i and j (indices into `workers`) have a
-// cuda channel. Every map in the result has its inverse in the other direction.
-DeviceMapTable deviceMaps(const std::vector<WorkerPlacement>& workers,
-                          const std::vector<std::vector<bool>>& cudaPairs,
-                          const api::DeviceMaps& spec);
+DeviceMapTable explicitDeviceMaps(const std::vector<WorkerPlacement>& workers,
+                                  const api::DeviceMaps& spec);
+
+DeviceMapMode deviceMapMode(const api::DeviceMaps& spec);
 
 }  // namespace rpcjob::planner::detail

@@ -40,7 +40,9 @@
 //  - device maps for every pair of GPU workers that has a cuda channel: the
 //    first min(a, b) GPUs of one to those of the other, in order; explicit maps
 //    from the spec override (Auto) or are the only ones (Explicit); the reverse
-//    direction is always the inverse;
+//    direction is always the inverse. The assignment carries neither channels nor
+//    maps per pair (only the explicit maps): the planner and the runtime derive
+//    them with rpcjob/assignment/pair_links.h;
 //  - pod settings: a memory-backed /dev/shm for shm, shareProcessNamespace and
 //    SYS_PTRACE for cma inside a pod, IPC_LOCK (and rdma/hca where the node
 //    advertises it) for ibv and cuda_gdr. Nothing else.

@@ -1,6 +1,7 @@
 #pragma once
-// Plans for people (`rpcjob plan`): a table, and YAML (placement, pods and the
-// assignment exactly as workers would read it).
+// Plans for people (`rpcjob plan`): a table, and YAML (placement, pods, the
+// assignment exactly as workers would read it, and the per-pair channels and
+// device maps derived from it, the first 10000 pairs).
 
 #include <string>
 
