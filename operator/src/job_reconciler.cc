@@ -1,6 +1,9 @@
 #include "rpcjob/operator/job_reconciler.h"
 
+#include <algorithm>
+
 #include "json_util.h"
+#include "rpcjob/api/parse.h"
 #include "rpcjob/api/serialize.h"
 #include "rpcjob/operator/cluster_view.h"
 #include "rpcjob/operator/desired_state.h"
@@ -44,10 +47,51 @@ kube::ObjectPtr JobReconciler::freshest(const std::string& key, kube::ObjectPtr 
   return cached;
 }
 
+void JobReconciler::writeStatus(const std::string& key, const kube::Object& job,
+                                const api::RpcJobStatus& status) {
+  // PUT of the whole object to the status subresource: a field that became empty
+  // (startTime after suspend) is cleared, and a stale resourceVersion fails with
+  // 409 (retried with backoff) instead of overwriting a newer status.
+  auto body = kube::detail::parseJson(job.json);
+  auto st = kube::detail::parseJson(api::statusToJson(status));
+  if (!body || !st) throw std::runtime_error("cannot build the status body of " + key);
+  (*body)["status"] = *st;
+  // +rpcjob:rbac:groups=rpcjob.dev,resources=rpcjobs/status,verbs=update
+  kube::Object written = client_->updateStatus(r::kRpcJobs, job.metadata.namespace_,
+                                               job.metadata.name, body->serialize());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    written_[key] = std::make_shared<const kube::Object>(std::move(written));
+  }
+  KLOG_INFO("reconcile", key << ": status " << status.phase);
+}
+
+std::set<std::string> JobReconciler::expectedPods(const std::string& key, const Caches&,
+                                                  const std::vector<kube::ObjectPtr>& owned) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> out;
+  auto it = created_.find(key);
+  if (it == created_.end()) return out;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto e = it->second.begin(); e != it->second.end();) {
+    bool seen = std::any_of(owned.begin(), owned.end(),
+                            [&](const kube::ObjectPtr& p) { return p->metadata.name == e->first; });
+    if (seen || now - e->second > std::chrono::seconds(30)) {
+      e = it->second.erase(e);
+    } else {
+      out.insert(e->first);
+      ++e;
+    }
+  }
+  return out;
+}
+
 ReconcileResult JobReconciler::reconcile(const std::string& key, const Caches& caches) {
   // Observe.
   kube::ObjectPtr job = freshest(key, caches.jobs.get(key));
   if (!job || !job->metadata.deletionTimestamp.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    created_.erase(key);
     return {};  // children go by garbage collection (ownerReferences)
   }
   ObservedJob observed;
@@ -55,53 +99,85 @@ ReconcileResult JobReconciler::reconcile(const std::string& key, const Caches& c
   observed.pods = caches.pods.listOwnedBy(job->metadata.uid);
   observed.services = caches.services.listOwnedBy(job->metadata.uid);
   observed.configMaps = caches.configMaps.listOwnedBy(job->metadata.uid);
-  observed.cluster = clusterViewFrom(caches.nodes.list(), caches.pods.list(), job->metadata.uid);
+  const auto nodes = caches.nodes.list();
+  observed.cluster = clusterViewFrom(nodes, caches.pods.list(), job->metadata.uid);
+  for (const auto& n : nodes) {
+    if (auto since = nodeReadySince(n->json)) observed.nodeReadySince[n->metadata.name] = *since;
+  }
+  observed.expectedPods = expectedPods(key, caches, observed.pods);
   observed.now = clock_();
+  observed.nodeLostGrace = nodeLostGrace_;
 
   // Compute.
   DesiredState d = computeDesiredState(observed);
+  const api::RpcJobStatus before =
+      api::parseRpcJobUnvalidated(job->json).job.status.value_or(api::RpcJobStatus{});
 
-  // Act.
+  // Act. Deletions follow the status that records why (see the header).
   const std::string& ns = job->metadata.namespace_;
+  const bool statusFirst = d.statusChanged && !d.remove.empty();
+  if (statusFirst) writeStatus(key, *job, d.status);
+  for (const auto& c : d.remove) {
+    // +rpcjob:rbac:groups="",resources=pods,verbs=delete
+    kube::DeleteOptions o{"Background", "", std::nullopt};
+    if (c.force) o.gracePeriodSeconds = 0;
+    if (client_->removeIfExists(*c.resource, ns, c.name, o)) {
+      KLOG_INFO("reconcile", key << ": deleted " << c.resource->kind << " " << c.name
+                                 << (c.force ? " (forced)" : ""));
+    }
+  }
+  std::vector<ChildError> errors;
   for (const auto& c : d.create) {
     try {
       // +rpcjob:rbac:groups="",resources=pods;services;configmaps,verbs=create
       client_->create(*c.resource, ns, c.json);
       KLOG_INFO("reconcile", key << ": created " << c.resource->kind << " " << c.name);
+      if (c.resource == &r::kPods) {
+        std::lock_guard<std::mutex> lock(mu_);
+        created_[key][c.name] = std::chrono::steady_clock::now();
+      }
     } catch (const kube::ApiError& e) {
-      if (!e.alreadyExists()) throw;
+      if (!e.alreadyExists()) {
+        if (e.retryable()) throw;  // the server, not the child: retried as is
+        errors.push_back({"FailedCreate", c.resource->kind, c.name, e.what()});
+        continue;
+      }
+      // Ours (its controller is this job) is fine; anyone else's is an error.
+      // +rpcjob:rbac:groups="",resources=pods;services;configmaps,verbs=get
+      auto existing = client_->tryGet(*c.resource, ns, c.name);
+      const kube::OwnerReference* owner = existing ? existing->metadata.controllerRef() : nullptr;
+      if (existing && (!owner || owner->uid != job->metadata.uid)) {
+        errors.push_back({"NotOwned", c.resource->kind, c.name,
+                          "exists and is not controlled by this RpcJob (" +
+                              (owner ? owner->kind + " " + owner->name : std::string("no owner")) +
+                              ")"});
+      }
     }
   }
   for (const auto& c : d.update) {
-    // +rpcjob:rbac:groups="",resources=configmaps,verbs=patch
-    client_->mergePatch(*c.resource, ns, c.name, c.json);
-    KLOG_INFO("reconcile", key << ": updated " << c.resource->kind << " " << c.name);
-  }
-  for (const auto& c : d.remove) {
-    // +rpcjob:rbac:groups="",resources=pods,verbs=delete
-    if (client_->removeIfExists(*c.resource, ns, c.name, {"Background", "", std::nullopt})) {
-      KLOG_INFO("reconcile", key << ": deleted " << c.resource->kind << " " << c.name);
+    try {
+      // +rpcjob:rbac:groups="",resources=configmaps,verbs=patch
+      client_->mergePatch(*c.resource, ns, c.name, c.json);
+      KLOG_INFO("reconcile", key << ": updated " << c.resource->kind << " " << c.name);
+    } catch (const kube::ApiError& e) {
+      if (e.retryable()) throw;
+      errors.push_back({"FailedUpdate", c.resource->kind, c.name, e.what()});
     }
   }
-  if (d.statusChanged) {
-    // PUT of the whole object to the status subresource: a field that became empty
-    // (startTime after suspend) is cleared, and a stale resourceVersion fails with
-    // 409 (retried with backoff) instead of overwriting a newer status.
-    auto body = kube::detail::parseJson(job->json);
-    auto status = kube::detail::parseJson(api::statusToJson(d.status));
-    if (!body || !status) throw std::runtime_error("cannot build the status body of " + key);
-    (*body)["status"] = *status;
-    // +rpcjob:rbac:groups=rpcjob.dev,resources=rpcjobs/status,verbs=update
-    kube::Object written =
-        client_->updateStatus(r::kRpcJobs, ns, job->metadata.name, body->serialize());
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      written_[key] = std::make_shared<const kube::Object>(std::move(written));
-    }
-    KLOG_INFO("reconcile", key << ": status " << d.status.phase);
+  if (!statusFirst) {
+    applyChildErrors(d, before, errors, formatTime(observed.now));
+    if (d.statusChanged) writeStatus(key, *job, d.status);
   }
   if (events_) {
     for (const auto& e : d.events) events_->record(*job, e.type, e.reason, e.message);
+  }
+  if (!errors.empty()) {
+    for (const auto& e : errors) {
+      KLOG_WARN("reconcile",
+                key << ": " << e.reason << " " << e.kind << " " << e.name << ": " << e.message);
+    }
+    throw std::runtime_error(errors.front().kind + " " + errors.front().name + ": " +
+                             errors.front().message);
   }
   if (d.deleteJob) {
     // +rpcjob:rbac:groups=rpcjob.dev,resources=rpcjobs,verbs=delete

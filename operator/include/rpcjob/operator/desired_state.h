@@ -50,7 +50,9 @@
 // creation of its name.
 
 #include <chrono>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,13 +70,21 @@ struct ObservedJob {
   std::vector<kube::ObjectPtr> services;
   std::vector<kube::ObjectPtr> configMaps;
   planner::ClusterView cluster;  // nodes minus other pods' usage (cluster_view.h)
+  // Since when each node's Ready condition has its current status (cluster_view.h's
+  // nodeReadySince); a NotReady node missing here counts as NotReady for ever.
+  std::map<std::string, std::chrono::system_clock::time_point> nodeReadySince;
+  // Pods this operator created that the caches have not shown yet: present, Pending.
+  std::set<std::string> expectedPods;
   std::chrono::system_clock::time_point now;
+  // How long a node may be NotReady under a running pod before the pod is lost.
+  std::chrono::seconds nodeLostGrace{60};
 };
 
 struct ChildObject {
   const kube::Resource* resource = nullptr;
   std::string name;
-  std::string json;  // for create/update
+  std::string json;    // for create/update
+  bool force = false;  // remove with gracePeriodSeconds 0 (its node cannot confirm)
 };
 
 struct JobEvent {
@@ -96,6 +106,31 @@ struct DesiredState {
 };
 
 DesiredState computeDesiredState(const ObservedJob& observed);
+
+// What acting on a DesiredState met: a child the API refused (validation,
+// admission, quota, size: the API's message) or one that exists but belongs to
+// someone else. Sets ReplicaFailure (True FailedCreate/FailedUpdate/NotOwned, or
+// False Created once a pass meets none), clears the worker phase of pods that
+// were not created, adds a Warning Event when the condition changes, and
+// recomputes statusChanged against `observed`.
+struct ChildError {
+  std::string reason;  // FailedCreate | FailedUpdate | NotOwned
+  std::string kind;
+  std::string name;
+  std::string message;
+};
+void applyChildErrors(DesiredState& d, const api::RpcJobStatus& observed,
+                      const std::vector<ChildError>& errors, const std::string& now);
+
+// Scheduler-rejection backoff: base 5 s doubling per consecutive rejection up to
+// 5 min, times a jitter in [0.5, 1) fixed by the job's uid and the count (pure, so
+// every replica and every reconcile agrees).
+std::chrono::milliseconds rejectionBackoff(const std::string& uid, int rejections);
+
+// The part of a spec that shapes the pods (all but runPolicy), hashed (FNV-1a
+// 64, hex) from the spec JSON: pods carry it (annotation rpcjob.dev/spec-hash) so
+// an edit of a running job is seen.
+std::string podSpecHash(const std::string& jobJson);
 
 // RFC 3339, UTC, seconds ("2026-11-22T10:00:00Z"); parse gives nullopt on others.
 std::string formatTime(std::chrono::system_clock::time_point t);

@@ -10,6 +10,17 @@
 // it while the cache is older, so a stale cache never makes it count one failed
 // pod twice or repeat an Event.
 //
+// Order of acts: a pass that deletes pods (a restart, a rejection, a lost node)
+// writes the status first, so a 409 on that write loses nothing (nothing was
+// done; the pass is retried from fresh state) and a crash after it cannot forget
+// the restart it counted. A pass that creates writes the status after the
+// creates, so the status never lists a pod that was not created.
+// Expectations: pods created are remembered until the cache shows them (or 30 s
+// pass), so a cache that lags never makes a pod look deleted.
+// Child errors (the API refusing a child, or a child of the job's name that
+// another owner holds) become the ReplicaFailure condition and a Warning Event
+// (applyChildErrors), then the pass fails so the queue retries with backoff.
+//
 // Thread-safety: reconcile() may run on several threads (never for one key at once).
 
 #include <chrono>
@@ -17,8 +28,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
+#include "rpcjob/api/types.h"
 #include "rpcjob/operator/client.h"
 #include "rpcjob/operator/controller.h"
 #include "rpcjob/operator/events.h"
@@ -34,7 +47,14 @@ class JobReconciler final : public Reconciler {
 
   ReconcileResult reconcile(const std::string& jobKey, const Caches& caches) override;
 
+  // How long a node may be NotReady under a running pod before the pod is lost.
+  void setNodeLostGrace(std::chrono::seconds grace) { nodeLostGrace_ = grace; }
+
  private:
+  void writeStatus(const std::string& key, const kube::Object& job,
+                   const api::RpcJobStatus& status);
+  std::set<std::string> expectedPods(const std::string& key, const Caches& caches,
+                                     const std::vector<kube::ObjectPtr>& owned);
   kube::ObjectPtr freshest(const std::string& key, kube::ObjectPtr cached);
 
   std::shared_ptr<kube::Client> client_;
@@ -42,6 +62,9 @@ class JobReconciler final : public Reconciler {
   Clock clock_;
   std::mutex mu_;
   std::map<std::string, kube::ObjectPtr> written_;  // key -> job as last written
+  // key -> pod name -> when created (expectations, see above)
+  std::map<std::string, std::map<std::string, std::chrono::steady_clock::time_point>> created_;
+  std::chrono::seconds nodeLostGrace_{60};
 };
 
 }  // namespace rpcjob::op
