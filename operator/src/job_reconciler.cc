@@ -130,6 +130,9 @@ ReconcileResult JobReconciler::reconcile(const std::string& key, const Caches& c
   for (const auto& c : d.create) {
     try {
       // +rpcjob:rbac:groups="",resources=pods;services;configmaps,verbs=create
+      // Children carry blockOwnerDeletion, which OwnerReferencesPermissionEnforcement
+      // allows only to who may update the owner's finalizers.
+      // +rpcjob:rbac:groups=rpcjob.dev,resources=rpcjobs/finalizers,verbs=update
       client_->create(*c.resource, ns, c.json);
       KLOG_INFO("reconcile", key << ": created " << c.resource->kind << " " << c.name);
       if (c.resource == &r::kPods) {
