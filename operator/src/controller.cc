@@ -107,7 +107,10 @@ void Controller::enqueueOwner(const ObjectPtr& obj) {
 void Controller::enqueueWaiting() {
   for (const auto& job : informers_[0]->cache().list()) {
     auto phase = kube::jsonString(job->json, "/status/phase").value_or("");
-    if (phase.empty() || phase == "Pending") queue_.add(job->metadata.key());
+    if (phase.empty() || phase == "Pending") {
+      KLOG_DEBUG("controller", "capacity freed: waking " << job->metadata.key());
+      queue_.add(job->metadata.key());
+    }
   }
 }
 

@@ -302,13 +302,15 @@ bool Computation::handleNodeLoss(const std::map<std::string, const PodView*>& cu
   return true;
 }
 
-// A pod the status says was created for this generation, that is gone or going
-// without the operator deleting it (kubectl delete, eviction by the API, a
+// A pod the status says ran for this generation (phase Running), that is gone
+// or going without the operator deleting it (kubectl delete, eviction by the API, a
 // node's garbage collection): the whole job restarts, counted like a failure
 // (a worker's peers cannot continue without it; see operator/README.md).
 bool Computation::handleDeletedPod(const std::map<std::string, const PodView*>& current) {
   for (const auto& w : prev_.workers) {
-    if (w.pod.empty() || w.phase.empty() || w.phase == "Succeeded") continue;
+    // Only a pod that ran: one deleted while Pending is simply created again
+    // (and a cache that lags behind a create never looks like a deletion).
+    if (w.pod.empty() || w.phase != "Running") continue;
     if (current.count(w.pod) || o_.expectedPods.count(w.pod)) continue;
     relaunch("PodDeleted", "pod " + w.pod + " (worker " + w.name + ") was deleted", true);
     if (d_.status.phase != "Failed") fillWorkers();

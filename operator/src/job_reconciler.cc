@@ -63,23 +63,23 @@ void JobReconciler::writeStatus(const std::string& key, const kube::Object& job,
     std::lock_guard<std::mutex> lock(mu_);
     written_[key] = std::make_shared<const kube::Object>(std::move(written));
   }
-  KLOG_INFO("reconcile", key << ": status " << status.phase);
+  std::string why;
+  for (const auto& c : status.conditions) {
+    if (c.type == "Planned" && c.status == "False") why = " (" + c.reason + ": " + c.message + ")";
+  }
+  KLOG_INFO("reconcile", key << ": status " << status.phase << why);
 }
 
-std::set<std::string> JobReconciler::expectedPods(const std::string& key, const Caches&,
-                                                  const std::vector<kube::ObjectPtr>& owned) {
+std::vector<kube::ObjectPtr> JobReconciler::inFlightPods(const Caches& caches) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::set<std::string> out;
-  auto it = created_.find(key);
-  if (it == created_.end()) return out;
+  std::vector<kube::ObjectPtr> out;
   const auto now = std::chrono::steady_clock::now();
-  for (auto e = it->second.begin(); e != it->second.end();) {
-    bool seen = std::any_of(owned.begin(), owned.end(),
-                            [&](const kube::ObjectPtr& p) { return p->metadata.name == e->first; });
-    if (seen || now - e->second > std::chrono::seconds(30)) {
-      e = it->second.erase(e);
+  for (auto e = created_.begin(); e != created_.end();) {
+    kube::ObjectPtr cached = caches.pods.get(e->first);
+    if (cached || now - e->second.at > std::chrono::seconds(30)) {
+      e = created_.erase(e);
     } else {
-      out.insert(e->first);
+      out.push_back(e->second.pod);
       ++e;
     }
   }
@@ -87,24 +87,32 @@ std::set<std::string> JobReconciler::expectedPods(const std::string& key, const 
 }
 
 ReconcileResult JobReconciler::reconcile(const std::string& key, const Caches& caches) {
+  std::lock_guard<std::mutex> planning(planMu_);
   // Observe.
   kube::ObjectPtr job = freshest(key, caches.jobs.get(key));
   if (!job || !job->metadata.deletionTimestamp.empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    created_.erase(key);
     return {};  // children go by garbage collection (ownerReferences)
   }
   ObservedJob observed;
   observed.job = *job;
+  // Expectations before the pods: one met after this list would be a pod
+  // neither expected nor listed (it would look deleted).
+  const std::vector<kube::ObjectPtr> inFlight = inFlightPods(caches);
   observed.pods = caches.pods.listOwnedBy(job->metadata.uid);
   observed.services = caches.services.listOwnedBy(job->metadata.uid);
   observed.configMaps = caches.configMaps.listOwnedBy(job->metadata.uid);
   const auto nodes = caches.nodes.list();
-  observed.cluster = clusterViewFrom(nodes, caches.pods.list(), job->metadata.uid);
+  std::vector<kube::ObjectPtr> allPods = caches.pods.list();
+  for (const auto& p : inFlight) {
+    KLOG_DEBUG("reconcile", key << ": pod " << p->metadata.key() << " created, not cached yet");
+    allPods.push_back(p);
+    const kube::OwnerReference* owner = p->metadata.controllerRef();
+    if (owner && owner->uid == job->metadata.uid) observed.expectedPods.insert(p->metadata.name);
+  }
+  observed.cluster = clusterViewFrom(nodes, allPods, job->metadata.uid);
   for (const auto& n : nodes) {
     if (auto since = nodeReadySince(n->json)) observed.nodeReadySince[n->metadata.name] = *since;
   }
-  observed.expectedPods = expectedPods(key, caches, observed.pods);
   observed.now = clock_();
   observed.nodeLostGrace = nodeLostGrace_;
 
@@ -121,6 +129,10 @@ ReconcileResult JobReconciler::reconcile(const std::string& key, const Caches& c
     // +rpcjob:rbac:groups="",resources=pods,verbs=delete
     kube::DeleteOptions o{"Background", "", std::nullopt};
     if (c.force) o.gracePeriodSeconds = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      created_.erase(ns + "/" + c.name);  // deleted by us: no longer expected
+    }
     if (client_->removeIfExists(*c.resource, ns, c.name, o)) {
       KLOG_INFO("reconcile", key << ": deleted " << c.resource->kind << " " << c.name
                                  << (c.force ? " (forced)" : ""));
@@ -133,11 +145,13 @@ ReconcileResult JobReconciler::reconcile(const std::string& key, const Caches& c
       // Children carry blockOwnerDeletion, which OwnerReferencesPermissionEnforcement
       // allows only to who may update the owner's finalizers.
       // +rpcjob:rbac:groups=rpcjob.dev,resources=rpcjobs/finalizers,verbs=update
-      client_->create(*c.resource, ns, c.json);
+      kube::Object made = client_->create(*c.resource, ns, c.json);
       KLOG_INFO("reconcile", key << ": created " << c.resource->kind << " " << c.name);
       if (c.resource == &r::kPods) {
         std::lock_guard<std::mutex> lock(mu_);
-        created_[key][c.name] = std::chrono::steady_clock::now();
+        const std::string podKey = made.metadata.key();  // before `made` is moved from
+        created_[podKey] = {std::make_shared<const kube::Object>(std::move(made)),
+                            std::chrono::steady_clock::now()};
       }
     } catch (const kube::ApiError& e) {
       if (!e.alreadyExists()) {
@@ -172,7 +186,10 @@ ReconcileResult JobReconciler::reconcile(const std::string& key, const Caches& c
     if (d.statusChanged) writeStatus(key, *job, d.status);
   }
   if (events_) {
-    for (const auto& e : d.events) events_->record(*job, e.type, e.reason, e.message);
+    for (const auto& e : d.events) {
+      KLOG_INFO("reconcile", key << ": event " << e.type << " " << e.reason << ": " << e.message);
+      events_->record(*job, e.type, e.reason, e.message);
+    }
   }
   if (!errors.empty()) {
     for (const auto& e : errors) {

@@ -16,7 +16,9 @@
 // the restart it counted. A pass that creates writes the status after the
 // creates, so the status never lists a pod that was not created.
 // Expectations: pods created are remembered until the cache shows them (or 30 s
-// pass), so a cache that lags never makes a pod look deleted.
+// pass), so a cache that lags never makes a pod look deleted, and every job's
+// plan counts them as holding their resources. Reconciles are serialized
+// (planMu_), so two jobs never plan onto the same free GPUs.
 // Child errors (the API refusing a child, or a child of the job's name that
 // another owner holds) become the ReplicaFailure condition and a Warning Event
 // (applyChildErrors), then the pass fails so the queue retries with backoff.
@@ -53,8 +55,9 @@ class JobReconciler final : public Reconciler {
  private:
   void writeStatus(const std::string& key, const kube::Object& job,
                    const api::RpcJobStatus& status);
-  std::set<std::string> expectedPods(const std::string& key, const Caches& caches,
-                                     const std::vector<kube::ObjectPtr>& owned);
+  // Forgets the expectations the pod cache has met (or that are 30 s old);
+  // returns the pods created but not yet in the cache, of every job.
+  std::vector<kube::ObjectPtr> inFlightPods(const Caches& caches);
   kube::ObjectPtr freshest(const std::string& key, kube::ObjectPtr cached);
 
   std::shared_ptr<kube::Client> client_;
@@ -62,8 +65,15 @@ class JobReconciler final : public Reconciler {
   Clock clock_;
   std::mutex mu_;
   std::map<std::string, kube::ObjectPtr> written_;  // key -> job as last written
-  // key -> pod name -> when created (expectations, see above)
-  std::map<std::string, std::map<std::string, std::chrono::steady_clock::time_point>> created_;
+  // Expectations (see above): pod key (ns/name) -> the pod as created, and when.
+  struct Created {
+    kube::ObjectPtr pod;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::map<std::string, Created> created_;
+  // Observe-compute-act of one job at a time: two jobs planned at once would
+  // both count the same free GPUs (neither sees the other's new pods).
+  std::mutex planMu_;
   std::chrono::seconds nodeLostGrace_{60};
 };
 
