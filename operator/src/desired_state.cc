@@ -542,6 +542,7 @@ DesiredState Computation::run() {
          "the job ran longer than activeDeadlineSeconds (" + std::to_string(*deadline) + " s)");
     return finish();
   }
+  if (deadline && started) wakeAt(*started + std::chrono::seconds(*deadline));
 
   // The pods of the current generation, by name; the others go.
   const int gen = prev_.restarts;
