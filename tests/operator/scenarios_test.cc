@@ -95,6 +95,28 @@ TEST_F(Scenario, ChurnLargerNodeEditAndSigkillKeepThePods) {
   EXPECT_EQ(op->log().find("created Pod"), std::string::npos) << op->log();
 }
 
+// The operator is SIGKILLed while it creates a job's pods (slowed by a client
+// rate limit of 2 requests a second, so the kill lands between creates); its
+// successor adopts the pods made and creates only the rest.
+TEST_F(Scenario, SigkillMidCreateSuccessorAdopts) {
+  addNode("a", 8);
+  auto op = std::make_unique<OperatorProcess>(
+      ns_, "op-1", std::vector<std::string>{"--qps", "2", "--burst", "1"});
+  client_->create(r::kRpcJobs, ns_, jobJson("slow", 5, 1));
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return pods("slow").size() >= 2; }, 30s))
+      << op->log();
+  op->kill9();
+  const auto made = uidsByName("slow");
+  ASSERT_LT(made.size(), 6u) << "the rate limit let every create through before the kill";
+  op = std::make_unique<OperatorProcess>(ns_, "op-2", kFast);
+  ASSERT_TRUE(eventuallyThroughApiErrors(
+      [&] { return pods("slow").size() == 6 && phase("slow") == "Planned"; }, 40s))
+      << op->log();
+  const auto after = uidsByName("slow");
+  for (const auto& [name, uid] : made) EXPECT_EQ(after.at(name), uid) << name << " was replaced";
+  EXPECT_EQ(field("slow", "/status/restarts"), "0");
+}
+
 // Two jobs that each need all four GPUs of the only node, created together:
 // one gets pods, the other waits Unschedulable (pods not yet bound hold GPUs).
 TEST_F(Scenario, RaceTwoJobsForTheSameGpus) {
