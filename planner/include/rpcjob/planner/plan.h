@@ -104,7 +104,7 @@ struct PlanOptions {
   // resources before the others are placed (a running job is adopted, never moved
   // for a "better" plan). A pinned node that is not in the cluster makes the plan
   // Unschedulable.
-  std::map<std::string, std::string> pinned;
+  std::map<std::string, std::string> pinned = {};
 };
 
 Plan planJob(const api::RpcJob& job, const ClusterView& cluster, const PlanOptions& options = {});
