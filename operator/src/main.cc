@@ -49,6 +49,10 @@ struct Flags {
   int workers = 2;
   std::string metricsAddress = "0.0.0.0";
   int metricsPort = 8080;  // 0: any free port (logged); -1: no HTTP server
+  int nodeLostGraceSeconds = 60;
+  int resyncSeconds = 300;
+  double qps = 20;
+  int burst = 40;
 };
 
 void usage(std::FILE* out) {
@@ -57,7 +61,8 @@ void usage(std::FILE* out) {
                "                       [--leader-election-namespace NS] [--lease-name NAME]\n"
                "                       [--id ID]\n"
                "                       [--workers N] [--metrics-address IP] [--metrics-port N]\n"
-               "                       [-v] [--version]\n"
+               "                       [--qps Q] [--burst N] [--node-lost-grace S]\n"
+               "                       [--resync-period S] [-v] [--version]\n"
                "Without --kubeconfig: $KUBECONFIG, then the in-cluster service account,\n"
                "then ~/.kube/config. Without --namespace: all namespaces.\n");
 }
@@ -120,6 +125,14 @@ int main(int argc, char** argv) {
       flags.metricsAddress = value("--metrics-address");
     } else if (is("--metrics-port")) {
       flags.metricsPort = std::atoi(value("--metrics-port").c_str());
+    } else if (is("--qps")) {
+      flags.qps = std::atof(value("--qps").c_str());
+    } else if (is("--burst")) {
+      flags.burst = std::atoi(value("--burst").c_str());
+    } else if (is("--node-lost-grace")) {
+      flags.nodeLostGraceSeconds = std::atoi(value("--node-lost-grace").c_str());
+    } else if (is("--resync-period")) {
+      flags.resyncSeconds = std::atoi(value("--resync-period").c_str());
     } else if (is("--workers")) {
       flags.workers = std::atoi(value("--workers").c_str());
     } else {
@@ -138,7 +151,10 @@ int main(int argc, char** argv) {
   }
   KLOG_INFO("main", "rpcjob-operator " << RPCJOB_VERSION_STRING << " using " << config.server
                                        << " from " << config.source);
-  auto client = kube::Client::fromConfig(config);
+  kube::ClientOptions clientOptions;
+  clientOptions.qps = flags.qps;
+  clientOptions.burst = flags.burst;
+  auto client = kube::Client::fromConfig(config, clientOptions);
 
   std::thread signals([set] {
     int sig = 0;
@@ -150,8 +166,10 @@ int main(int argc, char** argv) {
 
   op::JobReconciler reconciler(client,
                                std::make_shared<kube::EventRecorder>(client, "rpcjob-operator"));
+  reconciler.setNodeLostGrace(std::chrono::seconds(flags.nodeLostGraceSeconds));
   op::OperatorMetrics metrics;
   op::ControllerOptions co;
+  co.resyncPeriod = std::chrono::seconds(flags.resyncSeconds);
   co.ns = flags.ns;
   co.workers = flags.workers;
   co.onReconciled = [&metrics](const std::string&, std::chrono::duration<double> took, bool ok) {
@@ -169,7 +187,14 @@ int main(int argc, char** argv) {
     ho.bindAddress = flags.metricsAddress;
     ho.port = static_cast<uint16_t>(flags.metricsPort);
     http = std::make_unique<metrics::HttpServer>(
-        ho, [&metrics] { return metrics.collect(); }, nullptr,
+        ho, [&metrics] { return metrics.collect(); },
+        [&](std::string& message) {
+          // Live while the informers keep in touch with the server; a controller
+          // whose caches go stale is restarted by the kubelet.
+          if (controller.healthy()) return true;
+          message = "an informer has not listed or watched for too long";
+          return false;
+        },
         [&](std::string& message) {
           if (flags.leaderElect && !leading) {
             message = "standby: not the leader";
@@ -225,12 +250,22 @@ int main(int argc, char** argv) {
       });
     };
     cb.onStoppedLeading = [&] {
+      if (!gStop.cancelled()) {
+        // Lost, not released: another replica may lead in a moment; a reconcile
+        // in flight must not act after that. Exit now (the Deployment restarts us).
+        KLOG_ERROR("main", "lost the lease: exiting");
+        std::_Exit(1);
+      }
       leading = false;
       metrics.setLeader(false);
       controllerStop.cancel();
     };
     cb.onNewLeader = [](const std::string& id) { KLOG_INFO("leader", "leader is " << id); };
-    kube::LeaderElector elector(client, lo, cb);
+    // Its own client: a renew call never waits longer than 2 s (see
+    // leader_election.h: renewDeadline + retryPeriod + call timeout < leaseDuration).
+    kube::ClientOptions leaseClientOptions;
+    leaseClientOptions.timeout = std::chrono::seconds(2);
+    kube::LeaderElector elector(kube::Client::fromConfig(config, leaseClientOptions), lo, cb);
     bool lost = elector.run(gStop);
     if (controllerThread.joinable()) controllerThread.join();
     rc = lost || syncFailed ? 1 : 0;

@@ -1,198 +1,16 @@
 // End-to-end: the real rpcjob-operator binary against a real control plane
 // (etcd, kube-apiserver and kube-controller-manager v1.20.2, one for this whole
-// binary). There is no scheduler or kubelet: fake GPU Nodes are registered
-// through the API, and the tests play the kubelet by patching pod status.
-// Every test has its own namespace, its own nodes (selected by a label, so jobs
-// of one test never land on another's) and its own operator process; waits poll
-// with deadlines, never fixed sleeps.
-#include <fcntl.h>
-#include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+// binary: e2e_fixture.h). There is no scheduler or kubelet: fake GPU Nodes are
+// registered through the API, and the tests play the kubelet by patching pod
+// status. Waits poll with deadlines, never fixed sleeps.
+#include "e2e_fixture.h"
 
-#include <filesystem>
-#include <fstream>
-#include <set>
-#include <sstream>
-#include <thread>
-
-#include "control_plane.h"
-#include "rpcjob/assignment/assignment.h"
 #include "rpcjob/assignment/pair_links.h"
-#include "rpcjob/operator/client.h"
 
-namespace rpcjob::kube {
+namespace rpcjob::kube::e2e {
 namespace {
 
-using namespace std::chrono_literals;
-namespace r = resources;
-
-using rpcjob::testing::ControlPlaneEnvironment;
 const auto* gEnv = ::testing::AddGlobalTestEnvironment(new ControlPlaneEnvironment);
-
-// The API server may restart under these tests: an ApiError means "not yet".
-using rpcjob::testing::eventuallyThroughApiErrors;
-
-// The operator binary, started for one test; SIGTERM (Lease released) on scope exit.
-class OperatorProcess {
- public:
-  OperatorProcess(const std::string& ns, const std::string& id) {
-    log_ = ControlPlaneEnvironment::plane()->dir() + "/operator-" + id + ".log";
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 2);
-      dup2(fd, 1);
-      std::string kc = ControlPlaneEnvironment::plane()->kubeconfig();
-      setenv("POD_NAME", id.c_str(), 1);
-      execl(RPCJOB_OPERATOR_BINARY, "rpcjob-operator", "--kubeconfig", kc.c_str(), "--namespace",
-            ns.c_str(), "--leader-elect", "--leader-election-namespace", ns.c_str(),
-            "--metrics-address", "127.0.0.1", "--metrics-port", "0", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-  }
-  ~OperatorProcess() { stop(); }
-  // SIGTERM; true when it exited 0 within 10 s.
-  bool stop() {
-    if (pid_ <= 0) return true;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    bool exited =
-        eventuallyThroughApiErrors([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, 10s);
-    if (!exited) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-    }
-    pid_ = -1;
-    return exited && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  std::string log() const {
-    std::ifstream in(log_);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_;
-};
-
-class E2e : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!ControlPlaneEnvironment::skipReason().empty())
-      GTEST_SKIP() << ControlPlaneEnvironment::skipReason();
-    ASSERT_NE(ControlPlaneEnvironment::plane(), nullptr)
-        << "control plane did not start: " << ControlPlaneEnvironment::startError();
-    client_ = ControlPlaneEnvironment::plane()->adminClient();
-    ensureCrd();
-    ns_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (auto& c : ns_) c = static_cast<char>(std::tolower(c));
-    ns_ = ns_.substr(0, 40);
-    client_->create(r::kNamespaces, "",
-                    R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" + ns_ + "\"}}");
-    // Pods are refused until kube-controller-manager made the default ServiceAccount.
-    ASSERT_TRUE(eventuallyThroughApiErrors(
-        [&] { return rpcjob::testing::podsAdmittedIn(*client_, ns_); }, 30s));
-  }
-  void TearDown() override {
-    for (const auto& n : nodes_) client_->removeIfExists(r::kNodes, "", n);
-  }
-
-  void ensureCrd() {
-    static bool done = false;
-    if (done) return;
-    std::ifstream in(std::string(RPCJOB_SOURCE_DIR) + "/crds/rpcjob.yaml");
-    std::stringstream yaml;
-    yaml << in.rdbuf();
-    // Created, not server-side applied: v1.20 refuses x-kubernetes-validations in an apply.
-    try {
-      client_->create(r::kCustomResourceDefinitions, "", yamlToJson(yaml.str()));
-    } catch (const ApiError& e) {
-      if (!e.alreadyExists()) throw;
-    }
-    ASSERT_TRUE(eventuallyThroughApiErrors(
-        [&] {
-          client_->list(r::kRpcJobs, "default");
-          return true;
-        },
-        30s));
-    done = true;
-  }
-
-  // A fake GPU node: created, then its status patched as a kubelet would.
-  void addNode(const std::string& suffix, int gpus) {
-    const std::string name = ns_.substr(0, 20) + "-" + suffix;
-    client_->create(r::kNodes, "",
-                    R"({"apiVersion":"v1","kind":"Node","metadata":{"name":")" + name +
-                        R"(","labels":{"kubernetes.io/hostname":")" + name +
-                        R"(","rpcjob.test/ns":")" + ns_ + R"("}}})");
-    client_->patchStatus(
-        r::kNodes, "", name,
-        R"({"status":{"capacity":{"nvidia.com/gpu":")" + std::to_string(gpus) +
-            R"(","cpu":"64","memory":"512Gi","pods":"110"},"allocatable":{"nvidia.com/gpu":")" +
-            std::to_string(gpus) +
-            R"(","cpu":"64","memory":"512Gi","pods":"110"},"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady"}]}})");
-    nodes_.push_back(name);
-  }
-
-  std::string jobJson(const std::string& name, int workers, int gpus,
-                      const std::string& runPolicy = "{}") const {
-    const std::string tmpl = R"({"spec":{"nodeSelector":{"rpcjob.test/ns":")" + ns_ +
-                             R"("},"containers":[{"name":"w","image":"rpcjob-worker"}]}})";
-    return R"({"apiVersion":"rpcjob.dev/v1alpha1","kind":"RpcJob","metadata":{"name":")" + name +
-           R"("},"spec":{"workers":[{"name":"master","gpusPerWorker":)" + std::to_string(gpus) +
-           R"(,"template":)" + tmpl + R"(},{"name":"worker","replicas":)" +
-           std::to_string(workers) + R"(,"gpusPerWorker":)" + std::to_string(gpus) +
-           R"(,"template":)" + tmpl + R"(}],"runPolicy":)" + runPolicy + "}}";
-  }
-
-  std::string field(const std::string& job, const std::string& pointer) {
-    auto o = client_->tryGet(r::kRpcJobs, ns_, job);
-    return o ? jsonString(o->json, pointer).value_or("") : "";
-  }
-  std::string phase(const std::string& job) { return field(job, "/status/phase"); }
-  // "True/Reason" of a condition, "" when absent.
-  std::string condition(const std::string& job, const std::string& type) {
-    for (int i = 0; i < 8; ++i) {
-      std::string p = "/status/conditions/" + std::to_string(i);
-      if (field(job, p + "/type") == type) {
-        return field(job, p + "/status") + "/" + field(job, p + "/reason");
-      }
-    }
-    return "";
-  }
-  std::vector<Object> pods(const std::string& job) {
-    ListOptions o;
-    o.labelSelector = "rpcjob.dev/job-name=" + job;
-    return client_->list(r::kPods, ns_, o).items;
-  }
-  std::set<std::string> eventReasons() {
-    std::set<std::string> out;
-    for (const auto& e : client_->list(r::kEvents, ns_).items) {
-      out.insert(jsonString(e.json, "/reason").value_or(""));
-    }
-    return out;
-  }
-  void setPodStatus(const std::string& pod, const std::string& status) {
-    client_->patchStatus(r::kPods, ns_, pod, R"({"status":)" + status + "}");
-  }
-  void runAll(const std::string& job) {
-    for (const auto& p : pods(job)) {
-      setPodStatus(p.metadata.name,
-                   R"({"phase":"Running","conditions":[{"type":"Ready","status":"True"}]})");
-    }
-  }
-
-  std::shared_ptr<Client> client_;
-  std::string ns_;
-  std::vector<std::string> nodes_;
-};
-
-const std::string kFailed =
-    R"({"phase":"Failed","containerStatuses":[{"name":"w","ready":false,"restartCount":0,"image":"rpcjob-worker","imageID":"","state":{"terminated":{"exitCode":3,"reason":"Error"}}}]})";
 
 TEST_F(E2e, JobGetsServiceConfigMapPodsAndStatusThenRunsAndSucceeds) {
   addNode("a", 4);
@@ -465,4 +283,4 @@ TEST_F(E2e, DeletingTheJobRemovesItsChildren) {
 }
 
 }  // namespace
-}  // namespace rpcjob::kube
+}  // namespace rpcjob::kube::e2e
