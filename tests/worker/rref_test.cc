@@ -1,6 +1,7 @@
 // The RRef lifecycle across three processes: the owner keeps the value while any
 // user (here: the driver, then w2 through a fork) holds it, and frees it after.
 #include <ATen/core/ivalue.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/ones.h>
 #include <gtest/gtest.h>
@@ -64,6 +65,58 @@ TEST(RRefTest, OwnerFreesTheValueOnceEveryUserIsGone) {
   EXPECT_EQ(rt.rpcSync("w1", "fetch_held", {}).toInt(), 9);
   rt.rpcSync("w1", "release", {});
   back = runtime::RRef();
+  EXPECT_TRUE(eventuallyOwned(rt, "w1", 0));
+  for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
+}
+
+// Bug: remote() to oneself made a user RRef (isOwner false): localValue()
+// threw on the owner, and a fork of it was never released.
+TEST(RRefTest, RemoteToSelfOwnsTheValue) {
+  Cluster cluster(1);
+  runtime::Runtime& rt = cluster.driver();
+  {
+    runtime::RRef self = rt.remote("driver", "identity", {int64_t{5}});
+    EXPECT_EQ(self.owner(), "driver");
+    EXPECT_TRUE(self.isOwner());
+    EXPECT_EQ(self.localValue().toInt(), 5);
+    EXPECT_EQ(self.toHere().toInt(), 5);
+    rt.rpcSync("w1", "hold", {self.toIValue()});
+    EXPECT_EQ(rt.rpcSync("w1", "fetch_held", {}).toInt(), 5);
+    EXPECT_EQ(rt.rpcSync("w1", "release", {}).toInt(), 1);
+  }
+  EXPECT_TRUE(eventuallyOwned(rt, "driver", 0));
+  for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
+}
+
+// Bug: a fork registered by a third worker could reach the owner before the
+// remote() call that creates the value (a large argument is still on its way),
+// and the owner refused it instead of waiting, as PyTorch does.
+TEST(RRefTest, ForkThatOvertakesTheCreatingCallWaitsForIt) {
+  Cluster cluster(2);
+  runtime::Runtime& rt = cluster.driver();
+  at::Tensor big = at::arange(int64_t{16} << 20, at::kFloat);  // 64 MiB: slow to arrive
+  for (int round = 0; round < 3; ++round) {
+    runtime::RRef rref = rt.remote("w1", "identity", {big});
+    // w2 registers its fork with w1 while w1 is still reading the call.
+    rt.rpcSync("w2", "hold", {rref.toIValue()});
+    EXPECT_TRUE(at::equal(rt.rpcSync("w2", "fetch_held", {}).toTensor(), big));
+    EXPECT_EQ(rt.rpcSync("w2", "release", {}).toInt(), 1);
+  }
+  EXPECT_TRUE(eventuallyOwned(rt, "w1", 0));
+  for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
+}
+
+// Bug: an RRef passed to a function that never converted it back stayed
+// registered (held by its parent for a child that never confirmed) forever.
+TEST(RRefTest, RRefArgumentTheCalleeIgnoresIsReleased) {
+  Cluster cluster(2);
+  runtime::Runtime& rt = cluster.driver();
+  {
+    runtime::RRef rref = rt.remote("w1", "identity", {int64_t{3}});
+    rref.confirmed().value();
+    rt.rpcSync("w2", "ignore", {rref.toIValue()});  // a user forks to a third worker
+    rt.rpcSync("w1", "ignore", {rref.toIValue()});  // a user forks back to the owner
+  }
   EXPECT_TRUE(eventuallyOwned(rt, "w1", 0));
   for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
 }
