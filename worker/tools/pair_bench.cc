@@ -57,10 +57,10 @@ std::string hostOf(const std::string& address) {
 }
 
 c10::IValue encode(const PairResult& r) {
-  std::vector<c10::IValue> f = {r.from,          r.peer,           r.pass,     r.channel,
-                                r.transport,     r.measured,       r.note,     r.smallRttP50Us,
-                                r.smallRttP99Us, r.asyncCallsPerS, r.rtt4mbMs, r.rtt400mbMs,
-                                r.gbps400mb,     r.functionCallP50Us, r.proxyCallP50Us};
+  std::vector<c10::IValue> f = {
+      r.from,     r.peer,       r.pass,          r.channel,           r.transport,
+      r.measured, r.note,       r.smallRttP50Us, r.smallRttP99Us,     r.asyncCallsPerS,
+      r.rtt4mbMs, r.rtt400mbMs, r.gbps400mb,     r.functionCallP50Us, r.proxyCallP50Us};
   return c10::ivalue::Tuple::create(std::move(f));
 }
 
