@@ -121,5 +121,41 @@ TEST(RRefTest, RRefArgumentTheCalleeIgnoresIsReleased) {
   for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
 }
 
+// toHere(timeout) gives up on a value that takes longer; and an owner waits for
+// a creating call only so long (here: the driver's default timeout).
+TEST(RRefTest, TimeoutsOfToHereAndOfAnOwnerWaitingForItsValue) {
+  runtime::RuntimeOptions options;
+  options.defaultTimeout = std::chrono::milliseconds(800);
+  Cluster cluster(1, options);
+  runtime::Runtime& rt = cluster.driver();
+  runtime::RRef slow = rt.remote("w1", "sleep_ms", {int64_t{600}});
+  try {
+    slow.toHere(std::chrono::milliseconds(100));
+    ADD_FAILURE() << "toHere did not time out";
+  } catch (const runtime::RpcError& e) {
+    EXPECT_EQ(e.code(), runtime::ErrorCode::kTimeout) << e.what();
+  }
+  EXPECT_EQ(slow.toHere(std::chrono::milliseconds(5000)).toInt(), 600);
+
+  // A fork, as w1 would send it, of an RRef w1 says it is creating on the
+  // driver, whose creating call never comes.
+  c10::IValue fork =
+      c10::ivalue::Tuple::create({std::string("rpcjob.rref"), int64_t{0}, int64_t{1},
+                                  int64_t{424242}, int64_t{1}, int64_t{5}, int64_t{0}});
+  runtime::RRef never = rt.rrefFromIValue(fork);
+  EXPECT_TRUE(never.isOwner());
+  EXPECT_EQ(ownedOn(rt, "driver"), 1);  // waiting for the value
+  auto start = std::chrono::steady_clock::now();
+  try {
+    never.localValue();
+    ADD_FAILURE() << "a value that never comes was waited for forever";
+  } catch (const runtime::RpcError& e) {
+    EXPECT_NE(std::string(e.what()).find("did not arrive"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(ownedOn(rt, "driver"), 0);
+  for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
+}
+
 }  // namespace
 }  // namespace rpcjob::testing
