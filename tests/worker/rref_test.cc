@@ -157,5 +157,27 @@ TEST(RRefTest, TimeoutsOfToHereAndOfAnOwnerWaitingForItsValue) {
   for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
 }
 
+// Bug: a message that could not be sent (a value beside the RRef cannot be
+// serialized) left the RRefs in it forked for a receiver that never got them.
+TEST(RRefTest, RRefsInAMessageThatIsNotSentAreNotForked) {
+  Cluster cluster(2);
+  runtime::Runtime& rt = cluster.driver();
+  at::Tensor sparse = at::ones({2}).to_sparse();
+  {
+    runtime::RRef mine = rt.makeRRef(int64_t{1});                      // owner forks
+    runtime::RRef theirs = rt.remote("w1", "identity", {int64_t{2}});  // user forks
+    theirs.confirmed().value();
+    EXPECT_THROW(rt.rpcSync("w2", "identity", {mine.toIValue(), theirs.toIValue(), sparse}),
+                 runtime::RpcError);
+    EXPECT_THROW(rt.remote("w2", "identity", {mine.toIValue(), sparse}).confirmed().value(),
+                 runtime::RpcError);
+    // A result that cannot be sent back, beside an RRef its callee owns.
+    EXPECT_THROW(rt.rpcSync("w1", "unsendable_with_rref", {}), runtime::RpcError);
+  }
+  EXPECT_TRUE(eventuallyOwned(rt, "driver", 0));
+  EXPECT_TRUE(eventuallyOwned(rt, "w1", 0));
+  for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
+}
+
 }  // namespace
 }  // namespace rpcjob::testing

@@ -152,6 +152,11 @@ void registerTestFunctions(runtime::Runtime& rt) {
     }
     return c10::IValue(sum);
   });
+  // A result that cannot be sent (a sparse tensor) beside an RRef owned here.
+  rt.registerFunction("unsendable_with_rref", [](const CallInfo& call, Args) {
+    return c10::IValue(c10::ivalue::Tuple::create(
+        {call.runtime.makeRRef(int64_t{1}).toIValue(), at::ones({2}).to_sparse()}));
+  });
   // An async function that blocks its thread before it returns.
   rt.registerAsyncFunction("async_block", [](const CallInfo&, Args args) {
     std::this_thread::sleep_for(std::chrono::milliseconds(args.at(0).toInt()));

@@ -349,8 +349,10 @@ RRef RuntimeImpl::remote(const std::string& to, const std::string& function,
   h.hasRRef = true;
   h.rref = handle->rrefId;
   h.fork = handle->forkId;
-  c10::IValue packed = forkRRefs(c10::ivalue::Tuple::create(std::move(args)));
+  std::vector<Forked> forked;
+  c10::IValue packed = forkRRefs(c10::ivalue::Tuple::create(std::move(args)), &forked);
   Future f = sendRequest(rank, h, &packed, options);
+  unforkIfUnsent(f, forked);
   handle->confirmed = detail::newFutureState(pool_);
   auto confirmed = handle->confirmed;
   f.addInlineCallback([confirmed](const Future& done) {
@@ -368,7 +370,7 @@ RRef RuntimeImpl::rrefFromIValue(const c10::IValue& value) {
   return adoptFork(value);
 }
 
-c10::IValue RuntimeImpl::forkForWire(const RRef& rref) {
+c10::IValue RuntimeImpl::forkForWire(const RRef& rref, std::vector<Forked>* made) {
   const auto& handle = rref.handle();
   checked(handle);
   GloballyUniqueId fork{self().rank, nextLocalId()};
@@ -378,6 +380,7 @@ c10::IValue RuntimeImpl::forkForWire(const RRef& rref) {
     // Held until the receiver confirms it registered its fork with the owner.
     rrefs_->addPendingChild(fork, handle);
   }
+  if (made != nullptr) made->push_back({handle->rrefId, fork, handle->isOwner});
   std::vector<c10::IValue> fields;
   fields.reserve(7);
   fields.emplace_back(std::string(kRRefTag));

@@ -61,11 +61,30 @@ c10::IValue rewrite(const c10::IValue& v, const IsLeaf& isLeaf, const Leaf& leaf
 
 }  // namespace
 
-c10::IValue RuntimeImpl::forkRRefs(const c10::IValue& value) {
+c10::IValue RuntimeImpl::forkRRefs(const c10::IValue& value, std::vector<Forked>* made) {
   auto isLeaf = [](const c10::IValue& v) { return RRef::isRRef(v); };
   if (!contains(value, isLeaf, 0)) return value;
   return rewrite(
-      value, isLeaf, [this](const c10::IValue& v) { return forkForWire(RRef::fromIValue(v)); }, 0);
+      value, isLeaf,
+      [this, made](const c10::IValue& v) { return forkForWire(RRef::fromIValue(v), made); }, 0);
+}
+
+void RuntimeImpl::unfork(const std::vector<Forked>& made) {
+  for (const auto& f : made) {
+    if (f.owner) {
+      rrefs_->deleteFork(f.rref, f.fork);
+    } else {
+      rrefs_->acceptChild(f.fork);  // drops the reference held for the child
+    }
+  }
+}
+
+void RuntimeImpl::unforkIfUnsent(const Future& sent, const std::vector<Forked>& made) {
+  // Done already: refused before it was written (a value that cannot be
+  // serialized, no pipe, shutting down). An answer cannot normally be back
+  // this soon; if one is, it is an error after the callee released its forks,
+  // and releasing a fork twice is harmless (the owner's set drops it once).
+  if (!made.empty() && sent.isDone() && sent.hasError()) unfork(made);
 }
 
 c10::IValue RuntimeImpl::adoptRRefs(const c10::IValue& value) {

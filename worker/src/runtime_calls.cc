@@ -61,8 +61,12 @@ Future RuntimeImpl::rpcAsync(const std::string& to, const std::string& function,
   wire::Header h;
   h.type = wire::MessageType::kCall;
   h.function = function;
-  c10::IValue packed = forkRRefs(c10::ivalue::Tuple::create(std::move(args)));
-  return sendRequest(rankOf(to), std::move(h), &packed, options);
+  const int rank = rankOf(to);
+  std::vector<Forked> forked;
+  c10::IValue packed = forkRRefs(c10::ivalue::Tuple::create(std::move(args)), &forked);
+  Future sent = sendRequest(rank, std::move(h), &packed, options);
+  unforkIfUnsent(sent, forked);
+  return sent;
 }
 
 Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* value,
@@ -412,8 +416,9 @@ void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
     std::exception_ptr error = done.hasError() ? done.error() : nullptr;
     if (!error) {
       h.type = wire::MessageType::kResponse;
+      std::vector<Forked> forked;
       try {
-        const c10::IValue sent = forkRRefs(done.value());
+        const c10::IValue sent = forkRRefs(done.value(), &forked);
 #if RPCJOB_WITH_CUDA
         message =
             makeMessage(h, &sent, deviceMaps_.forResponse(callerOf(server->callerRank).name).get());
@@ -421,6 +426,7 @@ void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
         message = makeMessage(h, &sent);
 #endif
       } catch (...) {
+        unfork(forked);
         error = std::current_exception();
       }
     }
