@@ -13,6 +13,7 @@
 
 #include "channel_selection.h"
 #include "memory_limit.h"
+#include "objects/objects.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/assignment/pair_links.h"
 #include "runtime_impl.h"
@@ -109,9 +110,10 @@ RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::strin
   if (options_.deviceMaps.empty()) options_.deviceMaps = deviceMapsOf(assignment_, name);
   maxMessageBytes_ = options_.maxMessageBytes > 0 ? options_.maxMessageBytes : memoryLimitBytes();
   pool_ = std::make_shared<ThreadPool>(options_.poolThreads);
-  rrefs_ = std::make_unique<RRefContext>();
+  rrefs_ = std::make_unique<RRefContext>(pool_, selfRank_, options_.defaultTimeout);
   shutdown_ = std::make_unique<ShutdownCoordinator>(*this);
   registerBuiltins();
+  objects::registerBuiltins(*this);
 }
 
 RuntimeImpl::~RuntimeImpl() {
@@ -582,8 +584,9 @@ Runtime::~Runtime() {
 void Runtime::registerFunction(const std::string& name, Function fn, FunctionOptions options) {
   impl_->registerFunction(name, std::move(fn), nullptr, options);
 }
-void Runtime::registerAsyncFunction(const std::string& name, AsyncFunction fn) {
-  impl_->registerFunction(name, nullptr, std::move(fn), FunctionOptions{true});
+void Runtime::registerAsyncFunction(const std::string& name, AsyncFunction fn,
+                                    FunctionOptions options) {
+  impl_->registerFunction(name, nullptr, std::move(fn), options);
 }
 void Runtime::start() {
   impl_->start();
@@ -617,6 +620,9 @@ RRef Runtime::remote(const std::string& to, const std::string& function,
 }
 RRef Runtime::rrefFromIValue(const c10::IValue& value) {
   return impl_->rrefFromIValue(value);
+}
+RRef Runtime::makeRRef(c10::IValue value) {
+  return impl_->makeRRef(std::move(value));
 }
 std::vector<ChannelChoice> Runtime::channelChoices() const {
   return impl_->channelChoices();

@@ -61,8 +61,12 @@ Future RuntimeImpl::rpcAsync(const std::string& to, const std::string& function,
   wire::Header h;
   h.type = wire::MessageType::kCall;
   h.function = function;
-  c10::IValue packed = c10::ivalue::Tuple::create(std::move(args));
-  return sendRequest(rankOf(to), std::move(h), &packed, options);
+  const int rank = rankOf(to);
+  std::vector<Forked> forked;
+  c10::IValue packed = forkRRefs(c10::ivalue::Tuple::create(std::move(args)), &forked);
+  Future sent = sendRequest(rank, std::move(h), &packed, options);
+  unforkIfUnsent(sent, forked);
+  return sent;
 }
 
 Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* value,
@@ -160,7 +164,7 @@ void RuntimeImpl::completePending(Pending pending, IncomingMessage& msg) {
                                              "worker '" + peerName + "': " + msg.header.error));
   } else {
     try {
-      value = decodeValue(msg);
+      value = adoptRRefs(decodeValue(msg));
     } catch (...) {
       error = std::current_exception();
     }
@@ -267,7 +271,7 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
     case wire::MessageType::kRemoteCall: {
       c10::IValue args;
       try {
-        args = decodeValue(msg);
+        args = adoptRRefs(decodeValue(msg));
       } catch (const std::exception& e) {
         replyError(server, h.id, wire::ErrorKind::kBadRequest, e.what());
         return;
@@ -278,7 +282,7 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
       return;
     }
     case wire::MessageType::kRRefFetch: {
-      auto entry = rrefs_->findOwner(h.rref);
+      auto entry = rrefs_->findOrAwaitOwner(h.rref);
       if (!entry) {
         replyError(server, h.id, wire::ErrorKind::kBadRequest,
                    "no RRef " + std::to_string(h.rref.worker) + ":" + std::to_string(h.rref.local) +
@@ -295,7 +299,7 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
       reply(server, h.id, Future::fromValue(c10::IValue()), "", std::nullopt);
       return;
     case wire::MessageType::kRRefForkRequest:
-      if (!rrefs_->addForkIfOwned(h.rref, h.fork)) {
+      if (!rrefs_->addForkOrAwait(h.rref, h.fork)) {
         replyError(server, h.id, wire::ErrorKind::kBadRequest, "fork of an RRef not owned here");
         return;
       }
@@ -321,8 +325,7 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
     // Register the fork now, on the read thread, before any later message from
     // the same user (its delete, for one) can be read. The owner keeps the value;
     // the caller only learns that it was created (or why not).
-    owned = detail::newFutureState(pool_);
-    rrefs_->createOwner(header.rref, header.fork, owned);
+    owned = rrefs_->createOwner(header.rref, header.fork)->value;
   }
   auto refuse = [&](wire::ErrorKind kind, const std::string& message) {
     if (owned) owned->fail(std::make_exception_ptr(RpcError(codeOf(kind), self().name, message)));
@@ -330,7 +333,8 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
   };
   auto it = functions_.find(header.function);
   if (it == functions_.end()) {
-    refuse(wire::ErrorKind::kUnknownFunction, "unknown function '" + header.function + "'");
+    refuse(wire::ErrorKind::kUnknownFunction,
+           "unknown function or class '" + header.function + "'");
     return;
   }
   if (!args.isTuple()) {
@@ -370,7 +374,7 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
     }
     reply(server, id, result, name, observed);
   };
-  if (fn.options.runInline || fn.async) {
+  if (fn.options.runInline) {
     for (auto& e : events) e->blockCurrentStream();
     respond(runLocal(fn, caller, header.function, std::move(argv)));
     return;
@@ -412,14 +416,17 @@ void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
     std::exception_ptr error = done.hasError() ? done.error() : nullptr;
     if (!error) {
       h.type = wire::MessageType::kResponse;
+      std::vector<Forked> forked;
       try {
+        const c10::IValue sent = forkRRefs(done.value(), &forked);
 #if RPCJOB_WITH_CUDA
-        message = makeMessage(h, &done.value(),
-                              deviceMaps_.forResponse(callerOf(server->callerRank).name).get());
+        message =
+            makeMessage(h, &sent, deviceMaps_.forResponse(callerOf(server->callerRank).name).get());
 #else
-        message = makeMessage(h, &done.value());
+        message = makeMessage(h, &sent);
 #endif
       } catch (...) {
+        unfork(forked);
         error = std::current_exception();
       }
     }

@@ -72,6 +72,31 @@ class RuntimeImpl {
               CallOptions options);
   RRef rrefFromIValue(const c10::IValue& value);
   RRefContext& rrefs() { return *rrefs_; }
+  // An RRef owned here: of a value (Python's RRef(x)), of a future value.
+  RRef makeRRef(c10::IValue value);
+  RRef ownedRRef(const Future& value);
+  // Runs a registered function here, on the pool, as a call from ourselves.
+  Future callHere(const std::string& function, std::vector<c10::IValue> args);
+  // The wire form of an RRef: a fork of it for one receiver (RRef::toIValue()
+  // before RRefs were values); and the receiver's side of the fork protocol.
+  // A fork made for a message, undone (unfork) when the message is not sent.
+  struct Forked {
+    GloballyUniqueId rref;
+    GloballyUniqueId fork;
+    bool owner = false;
+  };
+  c10::IValue forkForWire(const RRef& rref, std::vector<Forked>* made = nullptr);
+  RRef adoptFork(const c10::IValue& fork);
+  static bool isWireFork(const c10::IValue& value);
+  // RRefs inside values (rref_values.cc): `value` with each RRef replaced by a
+  // fork, to send; a received value with each fork replaced by its RRef
+  // (throws RpcError for a malformed one).
+  c10::IValue forkRRefs(const c10::IValue& value, std::vector<Forked>* made = nullptr);
+  c10::IValue adoptRRefs(const c10::IValue& value);
+  void unfork(const std::vector<Forked>& made);
+  // unfork() when `sent` failed before its message could go (sendRequest
+  // fails those at once); a message that went is the receiver's to release.
+  void unforkIfUnsent(const Future& sent, const std::vector<Forked>& made);
 
   std::vector<ChannelChoice> channelChoices() const;
   void shutdown(ShutdownMode mode, std::chrono::milliseconds deadline);  // shutdown.cc
@@ -195,6 +220,7 @@ class RuntimeImpl {
   Future runLocal(const Registered& fn, const WorkerInfo& caller, const std::string& name,
                   std::vector<c10::IValue> args);
   void registerBuiltins();
+  std::shared_ptr<detail::RRefHandle> ownedHandle(std::shared_ptr<detail::FutureState> value);
 
   Runtime& owner_;
   Assignment assignment_;

@@ -169,6 +169,8 @@ int main(int argc, char** argv) {
       bench->registerFunctions(*rt);
       rpcjob::worker::registerRecordingSwitch(*rt);
     }
+    // rpcjob-bench's peer serves what its proxy comparison calls.
+    if (mode == "serve") rpcjob::worker::registerProxyTargets(*rt);
     if (mode == "send") {
       rt->registerFunction(
           "rpcjob.sink", [](const CallInfo&, std::vector<c10::IValue>) { return c10::IValue(); },
