@@ -187,8 +187,8 @@ bool measure(Runtime& rt, const std::string& shard, const std::string& mode,
     worst = std::max(worst, diff);
   }
   if (ok) {
-    std::printf("%s RPC gradients match the local run (4 tensors, max abs diff %g)\n",
-                mode.c_str(), worst);
+    std::printf("%s RPC gradients match the local run (4 tensors, max abs diff %g)\n", mode.c_str(),
+                worst);
   }
   std::fflush(stdout);
   return ok;
@@ -239,8 +239,7 @@ int main(int argc, char** argv) {
                   if (!g.defined()) throw std::runtime_error("no gradient in this context");
                   return g.cpu();
                 };
-                return c10::ivalue::Tuple::create(
-                    {grad(m.linear->weight), grad(m.linear->bias)});
+                return c10::ivalue::Tuple::create({grad(m.linear->weight), grad(m.linear->bias)});
               })
       .method("parameters", [](MyModule& m, std::vector<c10::IValue>) {
         return c10::ivalue::Tuple::create(

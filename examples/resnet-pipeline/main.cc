@@ -109,8 +109,7 @@ struct BottleneckImpl : nn::Module {
         bn3(register_module("bn3", nn::BatchNorm2d(planes * kExpansion))),
         downsample(downsample ? register_module("downsample", downsample) : nullptr) {}
 
-  static nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride,
-                         int64_t padding) {
+  static nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding) {
     return nn::Conv2d(
         nn::Conv2dOptions(in, out, kernel).stride(stride).padding(padding).bias(false));
   }
@@ -168,13 +167,11 @@ struct ResNetShard1 : ResNetBase {
   ResNetShard1(at::Device device, int64_t width, bool keepOnDevice)
       : ResNetBase(device, width), keepOnDevice(keepOnDevice) {
     seq = register_module(
-        "seq", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(3, inplanes, 7)
-                                             .stride(2)
-                                             .padding(3)
-                                             .bias(false)),
-                              nn::BatchNorm2d(inplanes), nn::ReLU(nn::ReLUOptions(true)),
-                              nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)),
-                              makeLayer(width, 3), makeLayer(2 * width, 4, 2)));
+        "seq", nn::Sequential(
+                   nn::Conv2d(nn::Conv2dOptions(3, inplanes, 7).stride(2).padding(3).bias(false)),
+                   nn::BatchNorm2d(inplanes), nn::ReLU(nn::ReLUOptions(true)),
+                   nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)), makeLayer(width, 3),
+                   makeLayer(2 * width, 4, 2)));
     for (auto& m : modules(/*include_self=*/false)) {
       if (auto* c = m->as<nn::Conv2d>()) {
         nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
@@ -367,9 +364,10 @@ int main(int argc, char** argv) {
                     static_cast<long long>(numSplit), seconds,
                     static_cast<double>(o.batch * o.batches) / seconds);
         if (unchanged != 0) {
-          std::printf("number of splits = %lld: %d of 2 watched parameters unchanged by the "
-                      "optimizer\n",
-                      static_cast<long long>(numSplit), unchanged);
+          std::printf(
+              "number of splits = %lld: %d of 2 watched parameters unchanged by the "
+              "optimizer\n",
+              static_cast<long long>(numSplit), unchanged);
           rc = 3;
         }
         std::fflush(stdout);

@@ -11,7 +11,6 @@
 //                                            paused and running, N rounds, switching
 //                                            every CALLS sync calls (default 25)
 //                                            (tools/metrics_overhead.h)
-//   rpcjob-worker model-split [--iterations N] [--size N]   the seeds' experiment (workloads/)
 //   rpcjob-worker send --bytes N --count K [--device D]   rank 0 sends K tensors of N
 //                                            bytes (on device D, default cpu) to every
 //                                            peer (known traffic, for the metrics tests)
@@ -33,7 +32,6 @@
 
 #include "metrics_overhead.h"
 #include "metrics_setup.h"
-#include "model_split.h"
 #include "pair_bench.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/runtime/runtime.h"
@@ -49,7 +47,6 @@ int usage() {
          "       rpcjob-worker bench --metrics-overhead ROUNDS\n"
          "                           [--recorders observer,channels,transports|all|none]\n"
          "                           [--slice CALLS]\n"
-         "       rpcjob-worker model-split [--iterations N] [--size N]\n"
          "       rpcjob-worker send --bytes N --count K [--device cpu|cuda:N]\n"
          "       common options: [--metrics-port N] [--hold-s N]\n"
          "       rpcjob-worker --version\n"
@@ -69,7 +66,6 @@ int main(int argc, char** argv) {
   }
   bool json = false;
   rpcjob::worker::BenchConfig config;
-  rpcjob::worker::ModelSplitConfig split;
   long deadlineSeconds = 24 * 3600;
   int metricsPort = -1;  // -1: RPCJOB_METRICS_PORT or the assignment's metricsPort
   long sendBytes = 1 << 20, sendCount = 10, holdSeconds = 0;
@@ -106,10 +102,6 @@ int main(int argc, char** argv) {
       } else if (arg == "--slice" && i + 1 < argc) {
         overhead.syncSlice = std::stoi(argv[++i]);
         if (overhead.syncSlice < 1) return usage();
-      } else if (arg == "--iterations" && i + 1 < argc) {
-        split.iterations = std::stoi(argv[++i]);
-      } else if (arg == "--size" && i + 1 < argc) {
-        split.size = std::stoi(argv[++i]);
       } else if (arg == "--deadline-s" && i + 1 < argc) {
         deadlineSeconds = std::stol(argv[++i]);
       } else if (arg == "--metrics-port" && i + 1 < argc) {
@@ -130,7 +122,7 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-  if (mode != "serve" && mode != "bench" && mode != "model-split" && mode != "send") {
+  if (mode != "serve" && mode != "bench" && mode != "send") {
     return usage();
   }
 
@@ -144,7 +136,6 @@ int main(int argc, char** argv) {
     rpcjob::Identity identity = rpcjob::identityFromEnvironment();
     RuntimeOptions options = optionsFromAssignment(identity.assignment, identity.name);
     rpcjob::runtime::applyEnvironment(options);
-    rpcjob::worker::placeModelSplit(identity.assignment, identity.name, split);
     auto settings =
         rpcjob::worker::metricsSettings(identity.assignment, identity.name, metricsPort);
     if (settings.enabled()) {
@@ -162,9 +153,7 @@ int main(int argc, char** argv) {
     std::cerr << "rpcjob-worker: " << e.what() << "\n";
     return 2;
   }
-  bool failed = false;
   try {
-    if (mode == "model-split") rpcjob::worker::registerModelSplit(*rt, split);
     if (bench) {
       bench->registerFunctions(*rt);
       rpcjob::worker::registerRecordingSwitch(*rt);
@@ -193,11 +182,6 @@ int main(int argc, char** argv) {
       }
     }
     if (holdSeconds > 0) std::this_thread::sleep_for(std::chrono::seconds(holdSeconds));
-    if (mode == "model-split" && rt->self().rank == 0) {
-      const auto result = rpcjob::worker::runModelSplit(*rt, split);
-      std::cout << rpcjob::worker::toText(result, split) << std::endl;
-      failed = !result.matchesLocal;
-    }
     if (mode == "bench" && rt->self().rank == 0 && overheadRounds > 0) {
       if (!metrics)
         throw std::runtime_error("--metrics-overhead needs metrics on (a port or file)");
@@ -219,5 +203,5 @@ int main(int argc, char** argv) {
     std::cerr << "rpcjob-worker " << rt->self().name << ": " << e.what() << "\n";
     return 1;
   }
-  return failed ? 1 : 0;
+  return 0;
 }
