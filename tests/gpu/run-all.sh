@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: configure and build the `gpu` preset (-j32), run the
-# GPU tests, instrument_test and metrics_test, `rpcjob run examples/model-split-cuda.yaml`
-# end to end, a 2-worker CUDA transfer between live rpcjob-workers whose /metrics is
+# GPU tests, instrument_test and metrics_test, a 2-worker CUDA transfer between live rpcjob-workers whose /metrics is
 # fetched with curl (CUDA channel bytes and event-timed durations), the GPU benchmark
 # (ours beside PyTorch's RPC, same run) and the CPU rpcjob-bench --json.
 # Usage, from the repository root, with .gpudeps carried (made by
 # EXTRA="libtensorpipe-dev libnop-dev" ../shared/tools/gpu-deps.sh):
-#   tests/gpu/run-all.sh [build|test|e2e|bench|all|metrics]
+#   tests/gpu/run-all.sh [build|test|e2e|seeds|bench|all|metrics]
+# (seeds: the seed programs examples/model-split and examples/resnet-pipeline built
+#  against an install of this build and run on their CUDA manifests with `rpcjob
+#  run`, then the pipeline tutorial's own PyTorch program: $OUT/seeds_table.md)
 # (metrics: the metrics overhead per recorder, after a build; not part of all;
 #  ROUNDS, SLICE and RECORDERS, a list of --recorders values, change it)
 # Logs go to gpu-logs/ and, packed, to $OUT/logs.tgz (the device tool brings back
@@ -100,25 +102,10 @@ if [[ $what == all || $what == test ]]; then
 fi
 
 if [[ $what == all || $what == e2e ]]; then
-  # rpcjob run of the CUDA examples: the runner counts the GPUs through NVML. The
-  # one-GPU example (two workers share GPU 0) runs anywhere; the two-GPU one where
-  # there are two.
   # The plan rpcjob run makes here, with the GPU topology NVML reports.
   $B/runner/rpcjob plan examples/model-split-one-gpu.yaml --local >"$L/plan_local.txt" 2>&1
   say "rpcjob plan --local rc=$?: $(grep -m1 'GPU topology' "$L/plan_local.txt")"
-  examples="model-split-one-gpu"
-  ((GPUS > 1)) && examples="$examples model-split-cuda"
-  port=29700
-  for ex in $examples; do
-    timeout 120 $B/runner/rpcjob run examples/$ex.yaml --worker-binary $B/worker/rpcjob-worker \
-      --run-dir "$L/run-$ex" --first-port $port >"$L/$ex.log" 2>&1
-    rc=$?
-    port=$((port + 20))
-    say "rpcjob run examples/$ex.yaml rc=$rc"
-    grep -E "model-split:|Succeeded|Failed|Unschedulable|GPU|share" "$L/$ex.log" | head -8 | tee -a "$S"
-    [[ $rc == 0 ]] || tail -30 "$L/$ex.log"
-  done
-  ((GPUS > 1)) || say "not run: examples/model-split-cuda.yaml (needs 2 GPUs, this machine has $GPUS)"
+  # The seed programs' examples (model-split*, resnet-pipeline*) run in `seeds`.
 
   # Two live workers, a CUDA transfer cuda:0 -> cuda:$W by the device map, /metrics by curl.
   A=$L/live-assignment.yaml
@@ -173,6 +160,46 @@ for path, direction in zip(sys.argv[1:], ("send", "recv")):
           f"event-timed transfers {n:.0f}, mean {1e6 * t / n if n else 0:.1f} us -> {'OK' if good else 'FAIL'}")
 print("live /metrics check:", "OK" if ok else "FAIL")
 PY
+fi
+
+if [[ $what == all || $what == seeds ]]; then
+  # As a user builds them (examples/*/README.md): install this build, build each
+  # program against the install with find_package(rpcjob), run its manifests.
+  T0=$SECONDS
+  P=$PWD/$B/sdk-prefix
+  rm -rf "$P"
+  cmake --install $B --prefix "$P" >"$L/seeds_install.log" 2>&1 || say "seeds: cmake --install FAILED"
+  for prog in model-split resnet-pipeline; do
+    (cmake -S examples/$prog -B $B/seeds/$prog -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      "-DCMAKE_PREFIX_PATH=$P;${CMAKE_PREFIX_PATH//:/;}" &&
+      cmake --build $B/seeds/$prog -j32) >"$L/seeds_build_$prog.log" 2>&1 ||
+      { say "seeds: build of examples/$prog FAILED"; grep -m3 -B2 -A12 "error" "$L/seeds_build_$prog.log" | head -50; }
+  done
+  say "seeds: install and build ($((SECONDS - T0)) s)"
+  examples="model-split-one-gpu resnet-pipeline-one-gpu"
+  ((GPUS > 1)) && examples="$examples model-split-cuda resnet-pipeline-cuda"
+  port=29800
+  for ex in $examples; do
+    PATH=$PWD/$B/seeds/model-split:$PWD/$B/seeds/resnet-pipeline:$P/bin:$PATH \
+      timeout 600 "$P/bin/rpcjob" run examples/$ex.yaml --run-dir "$L/run-$ex" --first-port $port \
+      >"$L/$ex.log" 2>&1
+    rc=$?
+    port=$((port + 20))
+    say "rpcjob run examples/$ex.yaml rc=$rc"
+    grep -E "RPC total execution time|RPC gradients|cuda RPC skipped|number of splits|ResNet50 pipeline:|Succeeded|Failed|Unschedulable|share" \
+      "$L/$ex.log" | head -14 | tee -a "$S"
+    [[ $rc == 0 ]] || tail -30 "$L/$ex.log"
+  done
+  ((GPUS > 1)) || say "not run: examples/model-split-cuda.yaml, resnet-pipeline-cuda.yaml (need 2 GPUs, this machine has $GPUS)"
+  # The tutorial's own program, the same sizes, on the same GPUs.
+  PYTHONUNBUFFERED=1 timeout 900 python3 benchmarks/gpu/resnet_pipeline_torch.py 29900 \
+    >"$L/resnet_pipeline_torch.log" 2>&1
+  say "PyTorch pipeline tutorial rc=$?"
+  grep -E "^number of splits" "$L/resnet_pipeline_torch.log" | tee -a "$S"
+  ours=$L/resnet-pipeline-one-gpu.log
+  ((GPUS > 1)) && ours=$L/resnet-pipeline-cuda.log
+  python3 benchmarks/gpu/seeds_table.py "$ours" "$L/resnet_pipeline_torch.log" \
+    "$L"/model-split-*.log | tee "$OUT/seeds_table.md"
 fi
 
 if [[ $what == all || $what == bench ]]; then
