@@ -151,9 +151,8 @@ bool measure(Runtime& rt, const std::string& shard, const std::string& mode,
     if (i + 1 == o.iterations) {  // every pass computes the same gradients: keep the last
       grads.master = {dist_autograd::gradientOf(rt, ctx.id(), lm->linear->weight),
                       dist_autograd::gradientOf(rt, ctx.id(), lm->linear->bias)};
-      for (const auto& g : rm.rpcSync("gradients", {ctx.id()}).toTupleRef().elements()) {
-        grads.shard.push_back(g.toTensor());
-      }
+      const c10::IValue shardGrads = rm.rpcSync("gradients", {ctx.id()});
+      for (const auto& g : shardGrads.toTupleRef().elements()) grads.shard.push_back(g.toTensor());
     }
   }
   synchronize(device);
@@ -162,7 +161,8 @@ bool measure(Runtime& rt, const std::string& shard, const std::string& mode,
               std::chrono::duration<double>(tok - tik).count());
 
   // The same two layers and input, on the CPU, with local autograd.
-  const auto remote = rm.rpcSync("parameters").toTupleRef().elements();
+  const c10::IValue remoteParams = rm.rpcSync("parameters");
+  const auto& remote = remoteParams.toTupleRef().elements();
   auto leaf = [](const at::Tensor& t) { return t.detach().cpu().clone().requires_grad_(); };
   const at::Tensor w1 = leaf(lm->linear->weight), b1 = leaf(lm->linear->bias);
   const at::Tensor w2 = leaf(remote.at(0).toTensor()), b2 = leaf(remote.at(1).toTensor());

@@ -166,12 +166,15 @@ struct ResNetBase : nn::Module {
 struct ResNetShard1 : ResNetBase {
   ResNetShard1(at::Device device, int64_t width, bool keepOnDevice)
       : ResNetBase(device, width), keepOnDevice(keepOnDevice) {
-    seq = register_module(
-        "seq", nn::Sequential(
-                   nn::Conv2d(nn::Conv2dOptions(3, inplanes, 7).stride(2).padding(3).bias(false)),
-                   nn::BatchNorm2d(inplanes), nn::ReLU(nn::ReLUOptions(true)),
-                   nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)), makeLayer(width, 3),
-                   makeLayer(2 * width, 4, 2)));
+    // One push_back at a time: makeLayer() advances inplanes, and the arguments
+    // of one call are evaluated in no fixed order.
+    seq = register_module("seq", nn::Sequential());
+    seq->push_back(nn::Conv2d(nn::Conv2dOptions(3, inplanes, 7).stride(2).padding(3).bias(false)));
+    seq->push_back(nn::BatchNorm2d(inplanes));
+    seq->push_back(nn::ReLU(nn::ReLUOptions(true)));
+    seq->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+    seq->push_back(makeLayer(width, 3));
+    seq->push_back(makeLayer(2 * width, 4, 2));
     for (auto& m : modules(/*include_self=*/false)) {
       if (auto* c = m->as<nn::Conv2d>()) {
         nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
@@ -198,9 +201,10 @@ struct ResNetShard1 : ResNetBase {
 struct ResNetShard2 : ResNetBase {
   ResNetShard2(at::Device device, int64_t width, int64_t classes)
       : ResNetBase(device, 2 * width * BottleneckImpl::kExpansion) {
-    seq = register_module(
-        "seq", nn::Sequential(makeLayer(4 * width, 6, 2), makeLayer(8 * width, 3, 2),
-                              nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions({1, 1}))));
+    seq = register_module("seq", nn::Sequential());
+    seq->push_back(makeLayer(4 * width, 6, 2));
+    seq->push_back(makeLayer(8 * width, 3, 2));
+    seq->push_back(nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions({1, 1})));
     fc = register_module("fc", nn::Linear(8 * width * BottleneckImpl::kExpansion, classes));
     to(device);
   }
@@ -240,7 +244,8 @@ struct DistResNet50 {
   std::vector<RRef> parameterRRefs() {
     std::vector<RRef> params;
     for (RRef* shard : {&p1, &p2}) {
-      for (const auto& p : shard->rpcSync("parameter_rrefs").toListRef()) {
+      const c10::IValue list = shard->rpcSync("parameter_rrefs");  // outlives the loop
+      for (const auto& p : list.toListRef()) {
         params.push_back(RRef::fromIValue(p));
       }
     }
