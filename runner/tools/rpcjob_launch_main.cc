@@ -3,6 +3,7 @@
 // file, the supervisor, the termination report.
 //
 //   rpcjob-launch [--spec FILE] [--report FILE] [--grace-period S]
+//   rpcjob-launch --version
 //
 // The spec: --spec FILE, else $RPCJOB_POD_WORKERS. The report: --report FILE,
 // else $RPCJOB_TERMINATION_LOG, else /dev/termination-log (the kubelet's default
@@ -23,6 +24,7 @@
 #include "rpcjob/assignment/assignment.h"
 #include "rpcjob/assignment/pod_launch.h"
 #include "rpcjob/runner/pod_launcher.h"
+#include "rpcjob/version.h"
 
 extern char** environ;
 
@@ -62,6 +64,10 @@ int main(int argc, char** argv) {
   double grace = 10;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "--version") {
+      std::cout << "rpcjob-launch " << RPCJOB_VERSION_STRING << "\n";
+      return 0;
+    }
     if ((arg == "--spec" || arg == "--report" || arg == "--grace-period") && i + 1 < argc) {
       const std::string value = argv[++i];
       if (arg == "--spec") specFile = value;
