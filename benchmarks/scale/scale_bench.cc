@@ -173,6 +173,19 @@ int main(int argc, char** argv) {
             R"("conditions":[{"type":"Ready","status":"True","reason":"KubeletReady"}]}})");
         nodeNames.push_back(name);
       }
+      // kube-controller-manager taints a new node not-ready (NoSchedule) until it
+      // has seen it Ready: wait for that, so the time below is the operator's.
+      waitFor(
+          [&] {
+            rpcjob::kube::ListOptions o;
+            o.labelSelector = "rpcjob.test/ns=" + ns;
+            const auto list = client->list(r::kNodes, "", o).items;
+            return list.size() == nodeNames.size() &&
+                   std::none_of(list.begin(), list.end(), [](const rpcjob::kube::Object& n) {
+                     return rpcjob::kube::jsonString(n.json, "/spec/taints/0/key").has_value();
+                   });
+          },
+          120s);
       const std::string log = plane.dir() + "/operator-" + ns + ".log";
       const pid_t op = startOperator(plane.kubeconfig(), ns, log);
       // Warm up: the operator's caches synced and a first job reconciled.

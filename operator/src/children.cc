@@ -108,9 +108,9 @@ EnvList identityEnv(const JobRef& job, const WorkerEntry& e, int world) {
 }
 
 bool isIdentityVariable(const std::string& name) {
-  static const std::set<std::string> kNames = {kEnvWorkerName,  kEnvRank,      kEnvWorldSize,
-                                               kEnvJobName,     kEnvNamespace, kEnvAssignmentPath,
-                                               kEnvMetricsPort, kEnvPodWorkers};
+  static const std::set<std::string> kNames = {kEnvWorkerName,  kEnvRank,       kEnvWorldSize,
+                                               kEnvJobName,     kEnvNamespace,  kEnvAssignmentPath,
+                                               kEnvMetricsPort, kEnvPodWorkers, kEnvTerminationLog};
   return kNames.count(name) > 0;
 }
 
@@ -258,7 +258,11 @@ void makeLauncherContainer(value& c, const JobRef& job, const api::RpcJobSpec& s
   // Literal entries travel per worker in the spec (a group's own reach only its
   // workers); valueFrom needs the kubelet, so those of the first worker's group
   // stay on the container, where every worker of the pod inherits them.
-  setEnv(c, {{kEnvPodWorkers, toJson(launch)}}, true);
+  EnvList own = {{kEnvPodWorkers, toJson(launch)}};
+  // The report goes where the kubelet reads the termination message.
+  const std::string reportPath = kube::detail::getString(c, "terminationMessagePath");
+  if (!reportPath.empty()) own.emplace_back(kEnvTerminationLog, reportPath);
+  setEnv(c, own, true);
   value command = value::array();
   command[0] = str(kLaunchProgram);
   c["command"] = command;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "rpcjob/assignment/assignment.h"
+#include "rpcjob/assignment/environment.h"
 #include "rpcjob/assignment/pod_launch.h"
 #include "rpcjob/runner/pod_launcher.h"
 #include "rpcjob/version.h"
@@ -109,8 +110,10 @@ int main(int argc, char** argv) {
   const auto workers = rpcjob::runner::podWorkerLaunches(launch, processEnvironment());
 
   rpcjob::runner::SupervisorOptions options;
-  options.jobName = "pod";
-  if (const char* job = std::getenv("RPCJOB_JOB_NAME")) options.jobName = job;
+  options.jobName = "pod";  // the status lines' name: the job's, from the spec
+  for (const auto& [name, value] : launch.workers.front().env) {
+    if (name == rpcjob::kEnvJobName) options.jobName = value;
+  }
   options.backoffLimit = 0;  // the operator restarts the whole job, never one worker
   options.gracePeriod = std::chrono::milliseconds(static_cast<long long>(grace * 1000));
   options.statusInterval = std::chrono::minutes(1);

@@ -263,7 +263,8 @@ TEST(PodLayout, LauncherContainerSumsCpuAndMemory) {
       "  workers:\n"
       "    - name: a\n"
       "      template: {spec: {containers: [{name: w, image: i, resources: {requests: {cpu: 500m, "
-      "memory: 1Gi}, limits: {cpu: '1', memory: 2Gi}}, env: [{name: A, value: a}, {name: S, "
+      "memory: 1Gi}, limits: {cpu: '1', memory: 2Gi}}, terminationMessagePath: /tmp/report, "
+      "env: [{name: A, value: a}, {name: S, "
       "valueFrom: {secretKeyRef: {name: s, key: k}}}]}]}}\n"
       "    - name: b\n"
       "      replicas: 2\n"
@@ -284,7 +285,8 @@ TEST(PodLayout, LauncherContainerSumsCpuAndMemory) {
   EXPECT_FALSE(c["resources"]["limits"][planner::kGpuResource]) << "a CPU job asks for no GPU";
   // Literal env per worker (a group's own reach only its workers), valueFrom on the container.
   EXPECT_EQ(envOf(c, "A"), "");
-  EXPECT_TRUE(c["env"][1]["valueFrom"]) << "the first group's secret stays with the kubelet";
+  EXPECT_TRUE(c["env"][2]["valueFrom"]) << "the first group's secret stays with the kubelet";
+  EXPECT_EQ(envOf(c, kEnvTerminationLog), "/tmp/report") << "the report where the kubelet reads";
   const PodLaunch launch = parsePodLaunch(envOf(c, kEnvPodWorkers));
   ASSERT_EQ(launch.workers.size(), 3u);
   EXPECT_EQ(launch.workers[0].env.front(), std::make_pair(std::string("A"), std::string("a")));
