@@ -7,7 +7,8 @@
 //    devices its own container, and the peer's, sees;
 //  - every worker of the pod is started by that container (itself, or once in
 //    rpcjob-launch's spec);
-//  - channels are reported truthfully: CUDA IPC/NVLink only inside one pod.
+//  - channels are reported truthfully: CUDA IPC/NVLink only inside one pod;
+//  - the GPUs the pods of a node ask for fit the node.
 // Over examples/*.yaml and a grid of synthetic jobs (workersPerPod 1 and Auto,
 // workersPerGpu 1..3, 0..2 GPUs per worker). Also the launcher's report as the
 // operator reads it back (termination_report.h).
@@ -73,9 +74,11 @@ bool hasCudaIpc(const std::vector<std::string>& channels) {
 
 // Checks every property above for one planned job; returns how many workers it
 // checked (so a caller can tell the job was not empty).
-int checkPods(const api::RpcJob& job, const planner::Plan& plan) {
+int checkPods(const api::RpcJob& job, const planner::Plan& plan,
+              const planner::ClusterView* cluster = nullptr) {
   const int sharing = std::max(1, job.spec.placement.workersPerGpu);
   std::map<std::string, int> visible;  // worker -> GPUs its container sees
+  std::map<std::string, int> asked;    // node -> GPUs its pods ask for
   for (const auto& pod : plan.pods) {
     SCOPED_TRACE("pod " + pod.name);
     const YAML::Node json =
@@ -101,6 +104,12 @@ int checkPods(const api::RpcJob& job, const planner::Plan& plan) {
     }
     EXPECT_EQ(started, pod.workers) << "each worker started once, by its pod's container";
     for (const auto& w : pod.workers) visible[w] = gpuLimit(containers[0]);
+    asked[pod.node] += gpuLimit(containers[0]);
+  }
+  // What the pods ask for fits the nodes (else the scheduler rejects one).
+  for (std::size_t n = 0; cluster && n < cluster->nodes.size(); ++n) {
+    EXPECT_LE(asked[cluster->nodes[n].name], cluster->nodes[n].allocatable.gpus)
+        << "node " << cluster->nodes[n].name;
   }
 
   int checked = 0;
@@ -172,9 +181,10 @@ TEST(PodLayout, EveryExamplePlansPodsWhoseDeviceMapsTheirContainersSee) {
     ASSERT_TRUE(parsed.ok()) << api::formatErrors(parsed.errors);
     for (int nodes : {1, 2}) {
       for (int gpus : {1, 2, 8}) {
-        const planner::Plan plan = planner::planJob(parsed.job, cluster(nodes, gpus), {});
+        const planner::ClusterView c = cluster(nodes, gpus);
+        const planner::Plan plan = planner::planJob(parsed.job, c, {});
         if (!plan.planned()) continue;  // more GPUs than this cluster has
-        EXPECT_GT(checkPods(parsed.job, plan), 0);
+        EXPECT_GT(checkPods(parsed.job, plan, &c), 0);
         ++examples;
       }
     }
@@ -213,9 +223,10 @@ TEST(PodLayout, SyntheticJobsWithAndWithoutGpuSharing) {
             const api::ParseResult parsed = api::parseRpcJob(text);
             if (!parsed.ok()) continue;  // combinations the CRD refuses (sharing > 1 GPU)
             for (int gpusPerNode : {2, 4, 8}) {
-              const planner::Plan plan = planner::planJob(parsed.job, cluster(3, gpusPerNode), {});
+              const planner::ClusterView c = cluster(3, gpusPerNode);
+              const planner::Plan plan = planner::planJob(parsed.job, c, {});
               if (!plan.planned()) continue;
-              EXPECT_EQ(checkPods(parsed.job, plan), 1 + replicas);
+              EXPECT_EQ(checkPods(parsed.job, plan, &c), 1 + replicas);
               ++planned;
             }
           }
