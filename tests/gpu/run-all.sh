@@ -202,7 +202,7 @@ if [[ $what == all || $what == pod ]]; then
     { say "pod: rpcjob plan FAILED"; cat "$P/plan.yaml"; }
   grep -q "gpus: $podGpus\$" "$P/plan.yaml" || say "pod: FAIL the plan's pod does not ask for $podGpus GPU(s)"
   sed -n '/^assignment:/,/^pairs:/p' "$P/plan.yaml" | sed '1d;$d;s/^  //' |
-    sed -E 's/address: [^,]*:295([0-9][0-9])/address: "127.0.0.1:297\1"/' >"$P/assignment.yaml"
+    sed -E 's/address: [^,]*:295([0-9][0-9])/address: "127.0.0.1:298\1"/' >"$P/assignment.yaml"
   worker() {  # name rank args...: one worker of the launch spec (JSON)
     local name=$1 rank=$2 argv="" a
     shift 2
