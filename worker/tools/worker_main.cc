@@ -12,9 +12,11 @@
 //                                            every CALLS sync calls (default 25)
 //                                            (tools/metrics_overhead.h)
 //   rpcjob-worker model-split [--iterations N] [--size N]   the seeds' experiment (workloads/)
-//   rpcjob-worker send --bytes N --count K [--device D]   rank 0 sends K tensors of N
-//                                            bytes (on device D, default cpu) to every
-//                                            peer (known traffic, for the metrics tests)
+//   rpcjob-worker send --bytes N --count K [--device D] [--verify]
+//                                            rank 0 sends K tensors of N bytes (on
+//                                            device D, default cpu) to every peer (known
+//                                            traffic, for the metrics tests); --verify:
+//                                            the peer checks every byte arrived as sent
 //   common: [--metrics-port N] [--hold-s N] (wait N s before the shutdown barrier)
 //   rpcjob-worker --version
 //
@@ -50,7 +52,7 @@ int usage() {
          "                           [--recorders observer,channels,transports|all|none]\n"
          "                           [--slice CALLS]\n"
          "       rpcjob-worker model-split [--iterations N] [--size N]\n"
-         "       rpcjob-worker send --bytes N --count K [--device cpu|cuda:N]\n"
+         "       rpcjob-worker send --bytes N --count K [--device cpu|cuda:N] [--verify]\n"
          "       common options: [--metrics-port N] [--hold-s N]\n"
          "       rpcjob-worker --version\n"
          "identity: RPCJOB_ASSIGNMENT or RPCJOB_PEERS, and RPCJOB_WORKER_NAME or RPCJOB_RANK\n";
@@ -74,6 +76,7 @@ int main(int argc, char** argv) {
   int metricsPort = -1;  // -1: RPCJOB_METRICS_PORT or the assignment's metricsPort
   long sendBytes = 1 << 20, sendCount = 10, holdSeconds = 0;
   std::string sendDevice = "cpu";
+  bool sendVerify = false;
   int overheadRounds = 0;  // bench --metrics-overhead
   rpcjob::worker::OverheadConfig overhead;
   for (int i = 2; i < argc; ++i) {
@@ -120,6 +123,8 @@ int main(int argc, char** argv) {
         sendDevice = argv[++i];
       } else if (arg == "--count" && i + 1 < argc) {
         sendCount = std::stol(argv[++i]);
+      } else if (arg == "--verify") {
+        sendVerify = true;
       } else if (arg == "--hold-s" && i + 1 < argc) {
         holdSeconds = std::stol(argv[++i]);
       } else {
@@ -175,6 +180,11 @@ int main(int argc, char** argv) {
       rt->registerFunction(
           "rpcjob.sink", [](const CallInfo&, std::vector<c10::IValue>) { return c10::IValue(); },
           FunctionOptions{true});
+      // The bytes that differ from what rank 0 sent (7 everywhere). On the pool:
+      // counting waits for the tensor's stream.
+      rt->registerFunction("rpcjob.sink_check", [](const CallInfo&, std::vector<c10::IValue> args) {
+        return c10::IValue(args.at(0).toTensor().ne(7).sum().item<int64_t>());
+      });
     }
     if (metrics) metrics->serve();
     rt->start();
@@ -187,9 +197,19 @@ int main(int argc, char** argv) {
           at::full({sendBytes}, 7, at::TensorOptions().dtype(at::kByte).device(sendDevice));
       for (const auto& w : rt->workers()) {
         if (w.rank == 0) continue;
-        for (long i = 0; i < sendCount; ++i) rt->rpcSync(w.name, "rpcjob.sink", {tensor});
+        int64_t wrong = 0;
+        for (long i = 0; i < sendCount; ++i) {
+          const c10::IValue answer =
+              rt->rpcSync(w.name, sendVerify ? "rpcjob.sink_check" : "rpcjob.sink", {tensor});
+          if (sendVerify) wrong += answer.toInt();
+        }
         std::cout << "sent " << sendCount << " x " << sendBytes << " bytes to " << w.name
+                  << (sendVerify ? wrong == 0 ? "; values exact: yes"
+                                              : "; values exact: NO (" + std::to_string(wrong) +
+                                                    " bytes differ)"
+                                 : "")
                   << std::endl;
+        failed = failed || wrong != 0;
       }
     }
     if (holdSeconds > 0) std::this_thread::sleep_for(std::chrono::seconds(holdSeconds));
