@@ -11,6 +11,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "autograd/container.h"
 #include "channel_selection.h"
 #include "memory_limit.h"
 #include "rpcjob/assignment/environment.h"
@@ -109,6 +110,7 @@ RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::strin
   maxMessageBytes_ = options_.maxMessageBytes > 0 ? options_.maxMessageBytes : memoryLimitBytes();
   pool_ = std::make_shared<ThreadPool>(options_.poolThreads);
   rrefs_ = std::make_unique<RRefContext>();
+  autograd_ = std::make_unique<autograd::Container>(*this);
   shutdown_ = std::make_unique<ShutdownCoordinator>(*this);
   registerBuiltins();
 }

@@ -1,6 +1,7 @@
 // The request path: sending calls, serving them, answering, timeouts.
 #include <tensorpipe/tensorpipe.h>
 
+#include "autograd/container.h"
 #include "rpcjob/runtime/runtime.h"
 #include "runtime_impl.h"
 #include "shutdown.h"
@@ -77,6 +78,7 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   }
   std::shared_ptr<OutgoingMessage> message;
   try {
+    autograd_->onSendRequest(header, value, to);
 #if RPCJOB_WITH_CUDA
     message = makeMessage(header, value, deviceMaps_.forRequest(peerName).get());
 #else
@@ -160,7 +162,7 @@ void RuntimeImpl::completePending(Pending pending, IncomingMessage& msg) {
                                              "worker '" + peerName + "': " + msg.header.error));
   } else {
     try {
-      value = decodeValue(msg);
+      value = autograd_->onReceive(msg.header, pending.peer, decodeValue(msg));
     } catch (...) {
       error = std::current_exception();
     }
@@ -267,7 +269,7 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
     case wire::MessageType::kRemoteCall: {
       c10::IValue args;
       try {
-        args = decodeValue(msg);
+        args = autograd_->onReceive(h, server->callerRank, decodeValue(msg));
       } catch (const std::exception& e) {
         replyError(server, h.id, wire::ErrorKind::kBadRequest, e.what());
         return;
@@ -278,6 +280,12 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
       return;
     }
     case wire::MessageType::kRRefFetch: {
+      try {
+        autograd_->onReceive(h, server->callerRank, c10::IValue());  // joins its context
+      } catch (const std::exception& e) {
+        replyError(server, h.id, wire::ErrorKind::kBadRequest, e.what());
+        return;
+      }
       auto entry = rrefs_->findOwner(h.rref);
       if (!entry) {
         replyError(server, h.id, wire::ErrorKind::kBadRequest,
@@ -286,7 +294,8 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
         return;
       }
       serving_++;
-      reply(server, h.id, Future(entry->value), kBuiltinOwnerRRefCount, std::nullopt);
+      reply(server, h.id, Future(entry->value), kBuiltinOwnerRRefCount, std::nullopt,
+            h.hasAutograd ? h.autogradContext : 0);
       return;
     }
     case wire::MessageType::kRRefUserDelete:
@@ -345,8 +354,9 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
   }
   serving_++;
   std::vector<c10::IValue> argv = args.toTupleRef().elements().vec();
-  auto respond = [this, server, id = header.id, name = header.function, observed,
-                  owned](Future result) {
+  const int64_t autogradContext = header.hasAutograd ? header.autogradContext : 0;
+  auto respond = [this, server, id = header.id, name = header.function, observed, owned,
+                  autogradContext](Future result) {
     if (owned) {
       result.addInlineCallback([owned](const Future& done) {
         if (done.hasError()) {
@@ -368,17 +378,18 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
         result = Future(ack);
       }
     }
-    reply(server, id, result, name, observed);
+    reply(server, id, result, name, observed, autogradContext);
   };
   if (fn.options.runInline || fn.async) {
     for (auto& e : events) e->blockCurrentStream();
-    respond(runLocal(fn, caller, header.function, std::move(argv)));
+    respond(runLocal(fn, caller, header.function, std::move(argv), autogradContext));
     return;
   }
   auto name = header.function;
-  auto task = [this, &fn, &caller, name, argv = std::move(argv), respond, events]() mutable {
+  auto task = [this, &fn, &caller, name, argv = std::move(argv), respond, events,
+               autogradContext]() mutable {
     for (auto& e : events) e->blockCurrentStream();  // this thread's current streams
-    respond(runLocal(fn, caller, name, std::move(argv)));
+    respond(runLocal(fn, caller, name, std::move(argv), autogradContext));
   };
   if (!pool_->submit(task)) {
     serving_--;
@@ -392,8 +403,10 @@ const WorkerInfo& RuntimeImpl::callerOf(int callerRank) const {
 }
 
 Future RuntimeImpl::runLocal(const Registered& fn, const WorkerInfo& caller,
-                             const std::string& name, std::vector<c10::IValue> args) {
+                             const std::string& name, std::vector<c10::IValue> args,
+                             int64_t autogradContext) {
   CallInfo info{caller, name, owner_};
+  autograd::CurrentContextScope inContext(autogradContext);
   try {
     if (fn.async) return fn.async(info, std::move(args));
     return Future::fromValue(fn.fn(info, std::move(args)));
@@ -404,8 +417,8 @@ Future RuntimeImpl::runLocal(const Registered& fn, const WorkerInfo& caller,
 
 void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
                         const Future& result, const std::string& function,
-                        std::optional<Observer::CallToken> observed) {
-  result.addInlineCallback([this, server, id, function, observed](const Future& done) mutable {
+                        std::optional<Observer::CallToken> observed, int64_t ctx) {
+  result.addInlineCallback([this, server, id, function, observed, ctx](const Future& done) mutable {
     wire::Header h;
     h.id = id;
     std::shared_ptr<OutgoingMessage> message;
@@ -413,6 +426,7 @@ void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
     if (!error) {
       h.type = wire::MessageType::kResponse;
       try {
+        autograd_->onSendResponse(ctx, h, done.value());  // records a send when it needs one
 #if RPCJOB_WITH_CUDA
         message = makeMessage(h, &done.value(),
                               deviceMaps_.forResponse(callerOf(server->callerRank).name).get());
@@ -499,6 +513,9 @@ void RuntimeImpl::registerBuiltins() {
                                         return shutdown_->join(info.caller.rank);
                                       },
                                       inlineFn};
+  for (auto& b : autograd_->builtins()) {
+    functions_[b.name] = {std::move(b.fn), std::move(b.async), FunctionOptions{b.runInline}};
+  }
 }
 
 }  // namespace rpcjob::runtime

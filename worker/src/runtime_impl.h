@@ -40,6 +40,9 @@ class Error;
 }  // namespace tensorpipe
 
 namespace rpcjob::runtime {
+namespace autograd {
+class Container;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -72,6 +75,8 @@ class RuntimeImpl {
               CallOptions options);
   RRef rrefFromIValue(const c10::IValue& value);
   RRefContext& rrefs() { return *rrefs_; }
+  // Distributed autograd (autograd/container.h).
+  autograd::Container& autograd() { return *autograd_; }
 
   std::vector<ChannelChoice> channelChoices() const;
   void shutdown(ShutdownMode mode, std::chrono::milliseconds deadline);  // shutdown.cc
@@ -174,8 +179,10 @@ class RuntimeImpl {
   void serveCall(const std::shared_ptr<ServerPipe>& server, const wire::Header& header,
                  c10::IValue args, std::vector<std::shared_ptr<DeviceEvent>> events,
                  const EventTime& arrived);
+  // `ctx`: the request's distributed autograd context (0: none).
   void reply(const std::shared_ptr<ServerPipe>& server, uint64_t id, const Future& result,
-             const std::string& function, std::optional<Observer::CallToken> observed);
+             const std::string& function, std::optional<Observer::CallToken> observed,
+             int64_t ctx = 0);
   void replyError(const std::shared_ptr<ServerPipe>& server, uint64_t id, wire::ErrorKind kind,
                   const std::string& message);
   void writeServer(const std::shared_ptr<ServerPipe>& server,
@@ -192,8 +199,9 @@ class RuntimeImpl {
   // each recorded by the observer as finished.
   void failPending(std::vector<Pending> calls, const std::exception_ptr& error);
   void timeoutLoop();
+  // Runs with `autogradContext` (0: none) as the thread's current context.
   Future runLocal(const Registered& fn, const WorkerInfo& caller, const std::string& name,
-                  std::vector<c10::IValue> args);
+                  std::vector<c10::IValue> args, int64_t autogradContext = 0);
   void registerBuiltins();
 
   Runtime& owner_;
@@ -246,6 +254,7 @@ class RuntimeImpl {
   cuda::DeviceMapTable deviceMaps_;  // validated in start(), completed by handshakes
 #endif
   std::unique_ptr<RRefContext> rrefs_;
+  std::unique_ptr<autograd::Container> autograd_;
   std::unique_ptr<class ShutdownCoordinator> shutdown_;
 };
 
