@@ -21,11 +21,19 @@ using Args = std::vector<c10::IValue>;
 std::mutex linearsMu;
 std::map<std::string, std::pair<at::Tensor, at::Tensor>> linears;
 
-std::pair<at::Tensor, at::Tensor> linear(const std::string& name) {
+}  // namespace
+
+std::pair<at::Tensor, at::Tensor> localLinear(const std::string& name) {
   std::lock_guard<std::mutex> lock(linearsMu);
   auto it = linears.find(name);
   if (it == linears.end()) throw std::invalid_argument("no linear '" + name + "'");
   return it->second;
+}
+
+namespace {
+
+std::pair<at::Tensor, at::Tensor> linear(const std::string& name) {
+  return localLinear(name);
 }
 
 c10::IValue orNone(const at::Tensor& t) {

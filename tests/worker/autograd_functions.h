@@ -17,6 +17,9 @@ std::pair<at::Tensor, at::Tensor> linearParams(int64_t in, int64_t out, int64_t 
 // tanh(x W^T + b).
 at::Tensor linearForward(const at::Tensor& w, const at::Tensor& b, const at::Tensor& x);
 
+// The weight and bias of a linear made here by "ag.make_linear".
+std::pair<at::Tensor, at::Tensor> localLinear(const std::string& name);
+
 void registerAutogradTestFunctions(runtime::Runtime& rt);
 
 }  // namespace rpcjob::testing

@@ -180,6 +180,37 @@ TEST(DistAutogradTest, ThreeWorkerChainNestedCallsAndToHere) {
   for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
 }
 
+TEST(DistAutogradTest, RetainGraphAccumulatesAndBadGradientsAreRefused) {
+  Cluster cluster(1);
+  auto& rt = cluster.driver();
+  Linear l1 = makeLinear(rt, "w1", "l1", 4, 4, 71);
+  at::Tensor x = at::randn({3, 4});
+  {
+    dist::Context ctx(rt);
+    at::Tensor y = rt.rpcSync("w1", "ag.linear", {std::string("l1"), x}).toTensor().exp().sum();
+    dist::backward(rt, ctx.id(), {y}, /*retainGraph=*/true);
+    dist::backward(rt, ctx.id(), {y});  // gradients accumulate in the context
+    auto g = localGrads(linearForward(l1.w, l1.b, x).exp().sum(), {l1});
+    auto [gw, gb] = remoteGrads(rt, "w1", "l1", ctx.id());
+    expectClose(gw, g[0].mul(2), "w1 weight, twice");
+    expectClose(gb, g[1].mul(2), "w1 bias, twice");
+    // Without retainGraph the local graph is gone: a third pass fails clearly.
+    EXPECT_THROW(dist::backward(rt, ctx.id(), {y}), runtime::RpcError);
+
+    // Gradients a peer sends for a send it never made, or of the wrong shape.
+    EXPECT_THROW(rt.rpcSync("w1", "rpcjob.autograd.gradients",
+                            {ctx.id(), int64_t{999}, Tuple::create({at::ones({3, 4})})}),
+                 runtime::RpcError);
+    EXPECT_THROW(rt.rpcSync("w1", "rpcjob.autograd.gradients",
+                            {ctx.id(), int64_t{1}, Tuple::create({at::ones({5, 5})})}),
+                 runtime::RpcError);
+    EXPECT_THROW(dist::backward(rt, ctx.id(), {x}), runtime::RpcError);  // no grad required
+  }
+  EXPECT_THROW(dist::getGradients(rt, 12345), runtime::RpcError);
+  expectNoContexts(cluster, 1);
+  for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
+}
+
 TEST(DistAutogradTest, ConcurrentContextsKeepTheirGradientsApart) {
   Cluster cluster(2);
   auto& rt = cluster.driver();
@@ -271,33 +302,44 @@ template <typename Options, typename Local>
 void trainAndCompare(const Options& options) {
   Cluster cluster(2);
   auto& rt = cluster.driver();
+  Linear l0 = makeLinear(rt, "driver", kDriverLinear, 6, 6, 50);
   Linear l1 = makeLinear(rt, "w1", "l1", 6, 5, 51);
   Linear l2 = makeLinear(rt, "w2", "l2", 5, 3, 52);
+  // Parameters on two other workers and on this one (remote() to itself).
   std::vector<runtime::RRef> params;
-  for (const auto& [worker, name] :
-       std::vector<std::pair<std::string, std::string>>{{"w1", "l1"}, {"w2", "l2"}}) {
+  for (const auto& [worker, name] : std::vector<std::pair<std::string, std::string>>{
+           {"driver", kDriverLinear}, {"w1", "l1"}, {"w2", "l2"}}) {
     for (int64_t i = 0; i < 2; ++i) params.push_back(rt.remote(worker, "ag.param", {name, i}));
   }
+  for (auto& p : params) p.confirmed().value();
+  auto [w0, b0] = localLinear(kDriverLinear);
   std::vector<at::Tensor> xs;
   for (int i = 0; i < 4; ++i) xs.push_back(at::randn({4, 6}));
   {
     runtime::DistributedOptimizer opt(rt, params, options);
     for (const auto& x : xs) {
       dist::Context ctx(rt);
-      at::Tensor h = rt.rpcSync("w1", "ag.linear", {std::string("l1"), x}).toTensor();
+      at::Tensor h0 = linearForward(w0, b0, x);
+      at::Tensor h = rt.rpcSync("w1", "ag.linear", {std::string("l1"), h0}).toTensor();
       at::Tensor y = rt.rpcSync("w2", "ag.linear", {std::string("l2"), h}).toTensor();
       dist::backward(rt, ctx.id(), {y.pow(2).sum()});
       opt.step(ctx.id());
     }
   }
-  Local local({l1.w, l1.b, l2.w, l2.b}, options);
+  Local local({l0.w, l0.b, l1.w, l1.b, l2.w, l2.b}, options);
   for (const auto& x : xs) {
     local.zero_grad();
-    linearForward(l2.w, l2.b, linearForward(l1.w, l1.b, x)).pow(2).sum().backward();
+    linearForward(l2.w, l2.b, linearForward(l1.w, l1.b, linearForward(l0.w, l0.b, x)))
+        .pow(2)
+        .sum()
+        .backward();
     local.step();
   }
   auto w1 = rt.rpcSync("w1", "ag.weights", {std::string("l1")}).toTuple();
   auto w2 = rt.rpcSync("w2", "ag.weights", {std::string("l2")}).toTuple();
+  expectClose(w0.detach(), l0.w.detach(), "driver weight");
+  expectClose(b0.detach(), l0.b.detach(), "driver bias");
+  EXPECT_FALSE(w0.grad().defined());
   expectClose(w1->elements()[0].toTensor(), l1.w.detach(), "w1 weight");
   expectClose(w1->elements()[1].toTensor(), l1.b.detach(), "w1 bias");
   expectClose(w2->elements()[0].toTensor(), l2.w.detach(), "w2 weight");

@@ -56,11 +56,14 @@ void DistributedOptimizer::create(std::vector<RRef> params, const std::string& k
   std::vector<std::pair<std::string, Future>> created;
   std::exception_ptr error;
   for (auto& [owner, rrefs] : byOwner) {
-    if (owner == runtime_.self().name) {
+    bool local = true;  // every value is here (not so for a remote() to this worker)
+    for (const auto& r : rrefs) local = local && r.isOwner();
+    if (local) {
       try {
-        std::vector<at::Tensor> local;
-        for (const auto& r : rrefs) local.push_back(r.localValue().toTensor());
-        owners_.push_back({owner, container(runtime_).optimizers().create(kind, options, local)});
+        std::vector<at::Tensor> values;
+        for (const auto& r : rrefs) values.push_back(r.localValue().toTensor());
+        owners_.push_back({owner, container(runtime_).optimizers().create(kind, options, values),
+                           /*local=*/true});
       } catch (...) {
         if (!error) {
           error = std::make_exception_ptr(
@@ -80,7 +83,7 @@ void DistributedOptimizer::create(std::vector<RRef> params, const std::string& k
     if (f.hasError()) {
       if (!error) error = f.error();
     } else {
-      owners_.push_back({owner, f.value().toInt()});
+      owners_.push_back({owner, f.value().toInt(), /*local=*/false});
     }
   }
   if (error) {
@@ -92,7 +95,7 @@ void DistributedOptimizer::create(std::vector<RRef> params, const std::string& k
 void DistributedOptimizer::destroyAll() {
   std::vector<Future> destroyed;
   for (const auto& o : owners_) {
-    if (o.worker == runtime_.self().name) {
+    if (o.local) {
       container(runtime_).optimizers().destroy(o.optimizer);
     } else {
       destroyed.push_back(runtime_.rpcAsync(o.worker, autograd::kOptimizerDestroy, {o.optimizer}));
@@ -110,7 +113,7 @@ void DistributedOptimizer::step(dist_autograd::ContextId id) {
   std::vector<std::pair<std::string, Future>> steps;
   const Owner* local = nullptr;
   for (const auto& o : owners_) {
-    if (o.worker == runtime_.self().name) {
+    if (o.local) {
       local = &o;
     } else {
       steps.emplace_back(o.worker,

@@ -52,6 +52,7 @@ class DistributedOptimizer {
   struct Owner {
     std::string worker;
     int64_t optimizer;
+    bool local;  // this worker owns the values: no RPC
   };
   Runtime& runtime_;
   std::vector<Owner> owners_;
