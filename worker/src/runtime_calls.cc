@@ -67,7 +67,7 @@ Future RuntimeImpl::rpcAsync(const std::string& to, const std::string& function,
 }
 
 Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* value,
-                                CallOptions options) {
+                                CallOptions options, [[maybe_unused]] bool inverseDeviceMap) {
   auto state = detail::newFutureState(pool_);
   Future future(state);
   const std::string& peerName = workers_[to].name;
@@ -80,7 +80,10 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   try {
     autograd_->onSendRequest(header, value, to);
 #if RPCJOB_WITH_CUDA
-    message = makeMessage(header, value, deviceMaps_.forRequest(peerName).get());
+    message = makeMessage(
+        header, value,
+        (inverseDeviceMap ? deviceMaps_.forResponse(peerName) : deviceMaps_.forRequest(peerName))
+            .get());
 #else
     message = makeMessage(header, value);  // fills in header.id below
 #endif
@@ -162,7 +165,7 @@ void RuntimeImpl::completePending(Pending pending, IncomingMessage& msg) {
                                              "worker '" + peerName + "': " + msg.header.error));
   } else {
     try {
-      value = autograd_->onReceive(msg.header, pending.peer, decodeValue(msg));
+      value = autograd_->onReceive(msg.header, pending.peer, decodeValue(msg), /*request=*/false);
     } catch (...) {
       error = std::current_exception();
     }
@@ -269,7 +272,7 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
     case wire::MessageType::kRemoteCall: {
       c10::IValue args;
       try {
-        args = autograd_->onReceive(h, server->callerRank, decodeValue(msg));
+        args = autograd_->onReceive(h, server->callerRank, decodeValue(msg), /*request=*/true);
       } catch (const std::exception& e) {
         replyError(server, h.id, wire::ErrorKind::kBadRequest, e.what());
         return;
@@ -281,7 +284,7 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
     }
     case wire::MessageType::kRRefFetch: {
       try {
-        autograd_->onReceive(h, server->callerRank, c10::IValue());  // joins its context
+        autograd_->onReceive(h, server->callerRank, c10::IValue(), true);  // joins its context
       } catch (const std::exception& e) {
         replyError(server, h.id, wire::ErrorKind::kBadRequest, e.what());
         return;

@@ -66,7 +66,11 @@ class RuntimeImpl {
   int rankOf(const std::string& name) const;  // throws kInvalidArgument
 
   // Calls (runtime_calls.cc). `value` may be null for header-only messages.
-  Future sendRequest(int to, wire::Header header, const c10::IValue* value, CallOptions options);
+  // `inverseDeviceMap` (CUDA build): place tensors on `to` with the inverse of
+  // its map to us, as its calls' responses are (distributed autograd sends the
+  // gradients of a request's tensors back that way).
+  Future sendRequest(int to, wire::Header header, const c10::IValue* value, CallOptions options,
+                     bool inverseDeviceMap = false);
   Future rpcAsync(const std::string& to, const std::string& function, std::vector<c10::IValue> args,
                   CallOptions options);
 

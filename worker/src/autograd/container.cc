@@ -9,6 +9,7 @@
 #include <atomic>
 #include <unordered_set>
 
+#include "autograd/stream_handoff.h"
 #include "autograd/tensor_walk.h"
 #include "future_state.h"
 #include "rpcjob/runtime/dist_autograd.h"
@@ -206,7 +207,8 @@ void Container::onSendResponse(int64_t id, wire::Header& header, const c10::IVal
   if (auto ctx = find(id)) attach(*ctx, header, &value);
 }
 
-c10::IValue Container::onReceive(const wire::Header& header, int from, c10::IValue value) {
+c10::IValue Container::onReceive(const wire::Header& header, int from, c10::IValue value,
+                                 bool request) {
   if (!header.hasAutograd) return value;
   if (from < 0 || from >= static_cast<int>(runtime_.workers().size())) {
     throw RpcError(ErrorCode::kBadMessage, "?", "distributed autograd from an unnamed peer");
@@ -230,7 +232,7 @@ c10::IValue Container::onReceive(const wire::Header& header, int from, c10::IVal
   if (flags.size() != count) {
     throw bad(std::to_string(flags.size()) + " flags for " + std::to_string(count) + " tensors");
   }
-  auto recv = std::make_shared<RecvFunction>(ctx->id(), from, header.autogradSendId);
+  auto recv = std::make_shared<RecvFunction>(ctx->id(), from, header.autogradSendId, request);
   size_t i = 0;
   std::string error;
   c10::IValue out = mapTensors(value, [&](const at::Tensor& t) {
@@ -280,9 +282,15 @@ Future Container::propagate(const std::shared_ptr<ContextState>& ctx,
       gs.push_back(g.defined() ? c10::IValue(g) : c10::IValue());
     }
     if (!any) continue;
-    sent.push_back(runtime_.rpcAsync(
-        runtime_.workers()[recv->peerRank()].name, kGradients,
-        {ctx->id(), recv->sendId(), c10::ivalue::Tuple::create(std::move(gs))}, {}));
+    wire::Header h;
+    h.type = wire::MessageType::kCall;
+    h.function = kGradients;
+    c10::IValue args = c10::ivalue::Tuple::create(
+        {ctx->id(), recv->sendId(), c10::ivalue::Tuple::create(std::move(gs))});
+    // Back the way the tensors came: the gradients of a call's arguments go to
+    // the caller as its responses do (the inverse of its device map to us).
+    sent.push_back(runtime_.sendRequest(recv->peerRank(), std::move(h), &args, {},
+                                        /*inverseDeviceMap=*/recv->fromRequest()));
   }
   return whenAll(sent, /*failFast=*/true);
 }
@@ -325,31 +333,34 @@ std::vector<Builtin> Container::builtins() {
                  nullptr, true});
   // Runs the engine on the pool; answers once everything downstream did,
   // holding no thread meanwhile.
-  out.push_back({kGradients, nullptr,
-                 [this](const CallInfo&, std::vector<c10::IValue> args) {
-                   auto done = detail::newFutureState(nullptr);
-                   if (args.size() != 3 || !args[0].isInt() || !args[1].isInt()) {
-                     throw std::invalid_argument("bad gradients call");
-                   }
-                   bool queued = runtime_.pool()->submit([this, done, args = std::move(args)] {
-                     try {
-                       Future downstream = onGradients(args[0].toInt(), args[1].toInt(), args[2]);
-                       downstream.addInlineCallback([done](const Future& f) {
-                         if (f.hasError()) {
-                           done->fail(f.error());
-                         } else {
-                           done->complete(c10::IValue());
-                         }
-                       });
-                     } catch (...) {
-                       done->fail(std::make_exception_ptr(std::runtime_error(
-                           "backward failed: " + describe(std::current_exception()))));
-                     }
-                   });
-                   if (!queued) throw std::runtime_error("worker is shutting down");
-                   return Future(done);
-                 },
-                 true});
+  out.push_back(
+      {kGradients, nullptr,
+       [this](const CallInfo&, std::vector<c10::IValue> args) {
+         auto done = detail::newFutureState(nullptr);
+         if (args.size() != 3 || !args[0].isInt() || !args[1].isInt()) {
+           throw std::invalid_argument("bad gradients call");
+         }
+         auto handoff = std::make_shared<StreamHandoff>(args[2]);
+         bool queued = runtime_.pool()->submit([this, done, handoff, args = std::move(args)] {
+           try {
+             handoff->waitOnCurrentStreams();
+             Future downstream = onGradients(args[0].toInt(), args[1].toInt(), args[2]);
+             downstream.addInlineCallback([done](const Future& f) {
+               if (f.hasError()) {
+                 done->fail(f.error());
+               } else {
+                 done->complete(c10::IValue());
+               }
+             });
+           } catch (...) {
+             done->fail(std::make_exception_ptr(
+                 std::runtime_error("backward failed: " + describe(std::current_exception()))));
+           }
+         });
+         if (!queued) throw std::runtime_error("worker is shutting down");
+         return Future(done);
+       },
+       true});
   out.push_back({kRelease, nullptr,
                  [this](const CallInfo&, std::vector<c10::IValue> args) {
                    if (args.size() != 1 || !args[0].isInt()) {

@@ -92,7 +92,8 @@ class Container {
   // with the tensors that required grad on the sender requiring grad here, their
   // grad_fn a RecvFunction. Throws RpcError (kBadMessage) for flags that do not
   // match the value.
-  c10::IValue onReceive(const wire::Header& header, int from, c10::IValue value);
+  // `request`: a call from `from` (else its response to ours).
+  c10::IValue onReceive(const wire::Header& header, int from, c10::IValue value, bool request);
 
   // Backward from `roots` with `grads` (one per root) in context `ctx`.
   Future propagate(const std::shared_ptr<ContextState>& ctx,

@@ -26,8 +26,9 @@ struct SendRecord {
 
 class RecvFunction : public torch::autograd::Node {
  public:
-  RecvFunction(int64_t context, int peerRank, int64_t sendId)
-      : context_(context), peerRank_(peerRank), sendId_(sendId) {}
+  // `fromRequest`: the tensors were a call's arguments (else its response).
+  RecvFunction(int64_t context, int peerRank, int64_t sendId, bool fromRequest)
+      : context_(context), peerRank_(peerRank), sendId_(sendId), fromRequest_(fromRequest) {}
   // Reached only by a local backward() (not dist_autograd::backward): an error.
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
   std::string name() const override { return "rpcjob::autograd::RecvFunction"; }
@@ -35,11 +36,13 @@ class RecvFunction : public torch::autograd::Node {
   int64_t context() const { return context_; }
   int peerRank() const { return peerRank_; }
   int64_t sendId() const { return sendId_; }
+  bool fromRequest() const { return fromRequest_; }
 
  private:
   int64_t context_;
   int peerRank_;
   int64_t sendId_;
+  bool fromRequest_;
 };
 
 }  // namespace rpcjob::runtime::autograd
