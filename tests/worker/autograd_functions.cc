@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "rpcjob/runtime/dist_autograd.h"
 
@@ -107,6 +108,16 @@ void registerAutogradTestFunctions(runtime::Runtime& rt) {
     std::string self = call.runtime.self().name;
     y.register_hook([self](const at::Tensor&) -> at::Tensor {
       throw std::runtime_error("boom in backward on " + self);
+    });
+    return c10::IValue(y);
+  });
+  // (x, ms) -> x * 3, whose backward sleeps `ms` on this worker.
+  rt.registerFunction("ag.sleep_in_backward", [](const CallInfo&, Args args) {
+    at::Tensor y = args.at(0).toTensor().mul(3);
+    int64_t ms = args.at(1).toInt();
+    y.register_hook([ms](const at::Tensor& g) -> at::Tensor {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      return g;
     });
     return c10::IValue(y);
   });

@@ -297,6 +297,33 @@ TEST(DistAutogradTest, AWorkerDyingDuringBackwardFailsItPromptly) {
   cluster.shutdown(std::chrono::seconds(20));
 }
 
+TEST(DistAutogradTest, AHangingBackwardFailsWithinTheCallTimeout) {
+  runtime::RuntimeOptions options;
+  options.defaultTimeout = std::chrono::milliseconds(1500);
+  Cluster cluster(1, options);
+  auto& rt = cluster.driver();
+  auto started = std::chrono::steady_clock::now();
+  {
+    dist::Context ctx(rt);
+    at::Tensor x = at::randn({2, 2}).requires_grad_(true);
+    at::Tensor y = rt.rpcSync("w1", "ag.sleep_in_backward", {x, int64_t{4000}}).toTensor();
+    try {
+      dist::backward(rt, ctx.id(), {y.sum()});
+      FAIL() << "backward succeeded";
+    } catch (const runtime::RpcError& e) {
+      EXPECT_EQ(e.code(), runtime::ErrorCode::kTimeout) << e.what();
+      EXPECT_NE(std::string(e.what()).find("w1"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(3500));
+  // Released everywhere although w1 is still in its backward; its late
+  // gradients find no context here and bring none back.
+  expectNoContexts(cluster, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  expectNoContexts(cluster, 1);
+  for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
+}
+
 // N steps of the optimizer through DistributedOptimizer and locally.
 template <typename Options, typename Local>
 void trainAndCompare(const Options& options) {
