@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "autograd/container.h"
+#include "autograd/tensor_walk.h"
 #include "autograd_functions.h"
 #include "cluster.h"
 #include "rpcjob/runtime/dist_autograd.h"
@@ -69,6 +70,38 @@ void expectNoContexts(Cluster& cluster, int workers, const std::vector<int>& ski
 }
 
 const std::string kDriverLinear = "ag.driver";  // the driver's own, in this process
+
+// The walk both sides of a message agree on: every tensor, depth first, in
+// tuples, lists and dict values; mapTensors rebuilds the containers around the
+// new tensors and leaves the original alone.
+TEST(TensorWalkTest, FindsAndReplacesTensorsInOrder) {
+  std::vector<at::Tensor> t;
+  for (int i = 0; i < 6; ++i) t.push_back(at::full({1}, static_cast<float>(i)));
+  c10::Dict<std::string, at::Tensor> dict;
+  dict.insert("b", t[3]);
+  dict.insert("a", t[4]);
+  c10::List<at::Tensor> list({t[1], t[2]});
+  c10::IValue value = Tuple::create(
+      {t[0], list, int64_t{7}, dict, Tuple::create({std::string("s"), t[5]}), c10::IValue()});
+  std::vector<float> seen;
+  runtime::autograd::forEachTensor(value,
+                                   [&](const at::Tensor& x) { seen.push_back(x.item<float>()); });
+  EXPECT_EQ(seen, (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  c10::IValue mapped =
+      runtime::autograd::mapTensors(value, [](const at::Tensor& x) { return x.add(10); });
+  std::vector<float> after;
+  runtime::autograd::forEachTensor(mapped,
+                                   [&](const at::Tensor& x) { after.push_back(x.item<float>()); });
+  EXPECT_EQ(after, (std::vector<float>{10, 11, 12, 13, 14, 15}));
+  std::vector<float> original;
+  runtime::autograd::forEachTensor(
+      value, [&](const at::Tensor& x) { original.push_back(x.item<float>()); });
+  EXPECT_EQ(original, seen);
+  std::vector<c10::IValue> items = mapped.toTupleRef().elements().vec();
+  ASSERT_EQ(items.size(), 6u);
+  EXPECT_EQ(items[2].toInt(), 7);
+  EXPECT_TRUE(items[5].isNone());
+}
 
 TEST(DistAutogradTest, TwoWorkerSplitMatchesLocalGradients) {
   // The recipe's model: a linear here, one on w1; y = rm(lm(x)).

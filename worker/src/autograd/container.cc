@@ -214,11 +214,16 @@ c10::IValue Container::onReceive(const wire::Header& header, int from, c10::IVal
     throw RpcError(ErrorCode::kBadMessage, "?", "distributed autograd from an unnamed peer");
   }
   std::shared_ptr<ContextState> ctx;
-  {
+  if (request) {
     std::lock_guard<std::mutex> lock(mu_);
     auto& slot = contexts_[header.autogradContext];
     if (!slot) slot = std::make_shared<ContextState>(header.autogradContext);
     ctx = slot;
+  } else {
+    // A response to a call made in a context this worker has released since
+    // (an rpcAsync whose scope ended first): it must not bring it back.
+    ctx = find(header.autogradContext);
+    if (!ctx) return value;
   }
   if (header.autogradSendId == 0) return value;
   size_t count = 0;

@@ -88,7 +88,8 @@ class Container {
   void onSendRequest(wire::Header& header, const c10::IValue* value, int to);
   // A response to a call made in context `id` (0: none).
   void onSendResponse(int64_t id, wire::Header& header, const c10::IValue& value);
-  // A message received from `from`: joins its context, and returns the value
+  // A message received from `from`: a request joins its context (a response
+  // to a call whose context is gone here is left as it is); returns the value
   // with the tensors that required grad on the sender requiring grad here, their
   // grad_fn a RecvFunction. Throws RpcError (kBadMessage) for flags that do not
   // match the value.
