@@ -98,8 +98,10 @@ void backward(Runtime& runtime, ContextId id, const std::vector<at::Tensor>& roo
         ErrorCode::kRemoteException, self,
         "worker '" + self + "': backward failed: " + autograd::describe(std::current_exception()));
   }
-  if (!retainGraph) releaseGraph(edges);
+  // After a failure other workers' calls may still be running parts of this
+  // graph here: it is left to the context's release.
   if (error) std::rethrow_exception(error);
+  if (!retainGraph) releaseGraph(edges);
 }
 
 std::vector<std::pair<at::Tensor, at::Tensor>> getGradients(Runtime& runtime, ContextId id) {
