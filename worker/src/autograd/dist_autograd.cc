@@ -86,8 +86,10 @@ void backward(Runtime& runtime, ContextId id, const std::vector<at::Tensor>& roo
   std::exception_ptr error;
   try {
     Future done = container.propagate(ctx, edges, std::move(grads));
+    // The calls carry the timeout, per hop, and name the worker that did not
+    // answer; this wait is only a backstop behind them.
     auto timeout = runtime.impl().options().defaultTimeout;
-    if (timeout.count() > 0 && !done.waitFor(timeout)) {
+    if (timeout.count() > 0 && !done.waitFor(timeout + std::chrono::seconds(1))) {
       throw RpcError(ErrorCode::kTimeout, self, "distributed backward timed out");
     }
     error = done.error();
