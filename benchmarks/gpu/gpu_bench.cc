@@ -72,8 +72,9 @@ std::vector<double> rawRoundTrips(const at::Tensor& x, int warmup, int n) {
 // iteration first, outside the timing (the remote half's allocations).
 double recipe(runtime::Runtime& rt, bool cpuMode) {
   namespace dist = runtime::dist_autograd;
-  rt.rpcSync("w1", "gag.make",
-             {std::string("cuda:1"), int64_t{1000}, int64_t{1000}, int64_t{2}, cpuMode});
+  // The worker's GPU: cuda:1, or cuda:0 shared by both processes on one GPU.
+  const std::string workerDevice = c10::cuda::device_count() > 1 ? "cuda:1" : "cuda:0";
+  rt.rpcSync("w1", "gag.make", {workerDevice, int64_t{1000}, int64_t{1000}, int64_t{2}, cpuMode});
   auto [lw, lb] = gpu::gpuLinearParams(1000, 1000, 1, c10::Device("cuda:0"));
   at::manual_seed(0);
   at::Tensor x = at::randn({1000, 1000}, at::TensorOptions().device(at::kCUDA, 0));
