@@ -70,8 +70,8 @@ if [[ $what == all || $what == build ]]; then
   head -c 6000 "$L/tp_headers.diff" 2>/dev/null
   (cmake --preset gpu -DRPCJOB_BUILD_OPERATOR=OFF -DTensorpipe_INCLUDE_DIR=$TORCH_DIR/include \
     -DRPCJOB_TENSORPIPE_EXTRA_INCLUDE_DIR=$TP >"$L/configure.log" 2>&1 &&
-    cmake --build $B -j32 --target rpcjob_gpu_test rpcjob-gpu-bench rpcjob-bench rpcjob-worker \
-      rpcjob rpcjob-launch >"$L/build.log" 2>&1) ||
+    cmake --build $B -j32 --target rpcjob_gpu_test rpcjob_gpu_autograd_test rpcjob-gpu-bench \
+      rpcjob-bench rpcjob-worker rpcjob rpcjob-launch >"$L/build.log" 2>&1) ||
     { grep -B5 -A25 -m3 "error" "$L/build.log" | head -120; tail -30 "$L/configure.log"; exit 1; }
   say "build ok ($((SECONDS - T0)) s)"
   cmake --build $B -j32 --target instrument_test metrics_test >"$L/build_tests.log" 2>&1 ||
@@ -92,6 +92,9 @@ if [[ $what == all || $what == test ]]; then
     sed 's/^/  skipped: /' | tee -a "$S"
   grep -E "^\[ *(FAILED|SKIPPED) " "$L/gpu_test.log" | tee -a "$S"
   grep -B2 -A6 "Failure" "$L/gpu_test.log" | head -40
+  timeout 200 $B/tests/gpu/rpcjob_gpu_autograd_test >"$L/gpu_autograd_test.log" 2>&1
+  say "gpu autograd tests rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/gpu_autograd_test.log" | tr '\n' ' ')"
+  grep -B2 -A6 "Failure" "$L/gpu_autograd_test.log" | head -40
   for t in instrument_test metrics_test; do
     bin=$(find $B/tests -name $t -type f | head -1)
     timeout 120 "$bin" >"$L/$t.log" 2>&1

@@ -126,6 +126,11 @@ TEST(Run, EveryExampleRunsWithTheRealWorker) {
           std::regex("\\[master\\] model-split: [0-9]+ forward passes .* checksum [-0-9.e+]+; "
                      "matches local: yes")))
           << r.output;
+    } else if (stem == "model-split-train") {
+      EXPECT_TRUE(std::regex_search(
+          r.output, std::regex("\\[master\\] model-split: [0-9]+ forward and backward passes "
+                               ".* matches local: yes; gradients match local: yes")))
+          << r.output;
     }
     ++ran;
   }

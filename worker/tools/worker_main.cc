@@ -11,7 +11,7 @@
 //                                            paused and running, N rounds, switching
 //                                            every CALLS sync calls (default 25)
 //                                            (tools/metrics_overhead.h)
-//   rpcjob-worker model-split [--iterations N] [--size N]   the seeds' experiment (workloads/)
+//   rpcjob-worker model-split [--iterations N] [--size N] [--backward]   the seeds' experiment
 //   rpcjob-worker send --bytes N --count K [--device D] [--verify]
 //                                            rank 0 sends K tensors of N bytes (on
 //                                            device D, default cpu) to every peer (known
@@ -51,7 +51,7 @@ int usage() {
          "       rpcjob-worker bench --metrics-overhead ROUNDS\n"
          "                           [--recorders observer,channels,transports|all|none]\n"
          "                           [--slice CALLS]\n"
-         "       rpcjob-worker model-split [--iterations N] [--size N]\n"
+         "       rpcjob-worker model-split [--iterations N] [--size N] [--backward]\n"
          "       rpcjob-worker send --bytes N --count K [--device cpu|cuda:N] [--verify]\n"
          "       common options: [--metrics-port N] [--hold-s N]\n"
          "       rpcjob-worker --version\n"
@@ -113,6 +113,8 @@ int main(int argc, char** argv) {
         split.iterations = std::stoi(argv[++i]);
       } else if (arg == "--size" && i + 1 < argc) {
         split.size = std::stoi(argv[++i]);
+      } else if (arg == "--backward") {
+        split.backward = true;
       } else if (arg == "--deadline-s" && i + 1 < argc) {
         deadlineSeconds = std::stol(argv[++i]);
       } else if (arg == "--metrics-port" && i + 1 < argc) {
@@ -216,7 +218,7 @@ int main(int argc, char** argv) {
     if (mode == "model-split" && rt->self().rank == 0) {
       const auto result = rpcjob::worker::runModelSplit(*rt, split);
       std::cout << rpcjob::worker::toText(result, split) << std::endl;
-      failed = !result.matchesLocal;
+      failed = !result.matchesLocal || (split.backward && !result.gradientsMatch);
     }
     if (mode == "bench" && rt->self().rank == 0 && overheadRounds > 0) {
       if (!metrics)

@@ -5,12 +5,14 @@
 // RPC, in rank order. The master makes every layer's weights and sends each
 // shard its own (as `rpc.remote(MyModule, ...)` builds the remote module in the
 // recipe), so it can check the distributed result against the same model run
-// locally. Forward passes only: the runtime has no distributed autograd yet.
+// locally. With --backward, every pass also runs distributed autograd's backward
+// from the output's sum in a context of its own (the recipe's loop), and the
+// last pass's gradients on every worker are checked against local ones.
 // On CUDA when the assignment gives the workers GPUs (gpusPerWorker: 1): the
 // master's layer on cuda:<its gpus[0]>, each shard's on its own GPU, and the
 // activations go GPU to GPU through the assignment's device maps.
 //
-//   rpcjob-worker model-split [--iterations N] [--size N]
+//   rpcjob-worker model-split [--iterations N] [--size N] [--backward]
 //
 // Output (rank 0), one line:
 //   model-split: 10 forward passes through 2 layers (1000x1000, batch 1000) on 2 workers
@@ -25,8 +27,9 @@
 namespace rpcjob::worker {
 
 struct ModelSplitConfig {
-  int size = 1000;      // features in and out of every layer, and the batch
-  int iterations = 10;  // forward passes
+  int size = 1000;        // features in and out of every layer, and the batch
+  int iterations = 10;    // forward passes
+  bool backward = false;  // and a distributed backward pass after each (rank 0 decides)
   // Where this worker's layer lives: "cuda:<gpus[0]>" when its assignment entry
   // has GPUs, else "cpu" (set by placeModelSplit).
   std::string device = "cpu";
@@ -46,6 +49,7 @@ struct ModelSplitResult {
   double seconds = 0;
   double checksum = 0;  // sum of the last output
   bool matchesLocal = false;
+  bool gradientsMatch = false;  // with backward: every layer's, on every worker
 };
 
 // Every worker, before Runtime::start(): the shard's functions. The shard keeps
