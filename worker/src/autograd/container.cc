@@ -181,9 +181,9 @@ void Container::attach(ContextState& ctx, wire::Header& header, const c10::IValu
   std::vector<at::Tensor> tracked;
   std::vector<bool> flags;
   forEachTensor(*value, [&](const at::Tensor& t) {
-    bool requires = t.defined() && t.requires_grad();
-    flags.push_back(requires);
-    if (requires) tracked.push_back(t);
+    bool needsGrad = t.defined() && t.requires_grad();
+    flags.push_back(needsGrad);
+    if (needsGrad) tracked.push_back(t);
   });
   if (tracked.empty()) return;
   auto record = std::make_shared<SendRecord>();
