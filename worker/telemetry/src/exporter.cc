@@ -1,4 +1,4 @@
-#include "metrics_setup.h"
+#include "rpcjob/telemetry/exporter.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -28,7 +28,7 @@
 #include "cuda_event_timer.h"
 #endif
 
-namespace rpcjob::worker {
+namespace rpcjob::telemetry {
 namespace {
 
 int parsePort(const std::string& value, const char* what) {
@@ -75,12 +75,12 @@ std::string hostName() {
 
 }  // namespace
 
-MetricsSettings metricsSettings(const Assignment& assignment, const std::string& worker,
-                                int flagPort) {
-  MetricsSettings s;
+Settings settingsFromEnvironment(const Assignment& assignment, const std::string& worker,
+                                 int portOverride) {
+  Settings s;
   const WorkerEntry* self = entryOf(assignment, worker);
-  if (flagPort >= 0) {
-    s.port = flagPort;
+  if (portOverride >= 0) {
+    s.port = portOverride;
   } else if (const char* env = std::getenv(kEnvMetricsPort); env != nullptr && *env != '\0') {
     s.port = parsePort(env, kEnvMetricsPort);
   } else if (self != nullptr) {
@@ -96,9 +96,15 @@ MetricsSettings metricsSettings(const Assignment& assignment, const std::string&
   return s;
 }
 
-WorkerMetrics::WorkerMetrics(MetricsSettings settings, const Assignment& assignment,
-                             const std::string& worker)
+std::unique_ptr<Exporter> fromEnvironment(const Identity& identity, int portOverride) {
+  return std::make_unique<Exporter>(
+      settingsFromEnvironment(identity.assignment, identity.name, portOverride),
+      identity.assignment, identity.name);
+}
+
+Exporter::Exporter(Settings settings, const Assignment& assignment, const std::string& worker)
     : settings_(std::move(settings)) {
+  if (!settings_.enabled()) return;
   const WorkerEntry* self = entryOf(assignment, worker);
   std::string job = envOr(kEnvJobName, assignment.jobName.empty() ? "local" : assignment.jobName);
   metrics::MetricsOptions options;
@@ -131,7 +137,7 @@ WorkerMetrics::WorkerMetrics(MetricsSettings settings, const Assignment& assignm
   }
 }
 
-WorkerMetrics::~WorkerMetrics() {
+Exporter::~Exporter() {
   if (server_) server_->stop();
   writeFile();
   if (signalThread_.joinable()) {
@@ -141,7 +147,7 @@ WorkerMetrics::~WorkerMetrics() {
   }
 }
 
-void WorkerMetrics::signalLoop() {
+void Exporter::signalLoop() {
   for (;;) {
     unsigned char sig = 0;
     ssize_t n = read(gSignalPipe[0], &sig, 1);
@@ -156,8 +162,8 @@ void WorkerMetrics::signalLoop() {
   }
 }
 
-void WorkerMetrics::install(runtime::RuntimeOptions& options,
-                            const std::vector<std::string>& functions) {
+void Exporter::attach(runtime::RuntimeOptions& options, const std::vector<std::string>& functions) {
+  if (!metrics_) return;
 #if RPCJOB_HAS_INSTRUMENT
   metrics::ChannelMetrics& channels = metrics_->channels();
 #if RPCJOB_WITH_CUDA
@@ -186,8 +192,8 @@ void WorkerMetrics::install(runtime::RuntimeOptions& options,
   options.observer = std::make_shared<MetricsObserver>(metrics_->rpc(), functions);
 }
 
-void WorkerMetrics::serve() {
-  if (settings_.port <= 0) return;
+void Exporter::serve() {
+  if (!metrics_ || settings_.port <= 0) return;
   metrics::HttpServerOptions options;
   options.port = static_cast<std::uint16_t>(settings_.port);
   metrics::Metrics* m = metrics_.get();
@@ -201,12 +207,12 @@ void WorkerMetrics::serve() {
   server_->start();
 }
 
-int WorkerMetrics::port() const {
+int Exporter::port() const {
   return server_ ? server_->port() : 0;
 }
 
-void WorkerMetrics::writeFile() noexcept {
-  if (settings_.file.empty()) return;
+void Exporter::writeFile() noexcept {
+  if (!metrics_ || settings_.file.empty()) return;
   std::lock_guard<std::mutex> lock(fileMu_);
   try {
     std::string text = metrics::HttpServer::serialize(metrics_->collect());
@@ -222,8 +228,8 @@ void WorkerMetrics::writeFile() noexcept {
       throw std::runtime_error("cannot rename " + tmp + " to " + settings_.file);
     }
   } catch (const std::exception& e) {
-    std::cerr << "rpcjob-worker: metrics file: " << e.what() << "\n";
+    std::cerr << "rpcjob: metrics file: " << e.what() << "\n";
   }
 }
 
-}  // namespace rpcjob::worker
+}  // namespace rpcjob::telemetry
