@@ -8,6 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
+#include <thread>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -149,6 +153,49 @@ TEST_F(TelemetryTest, TheMetricsFileIsWrittenWhenTheExporterGoes) {
   EXPECT_NE(text.find("rpcjob_job=\"from-env\""), std::string::npos) << text;
   EXPECT_NE(text.find("node=\"node-a\""), std::string::npos) << text;
   std::remove(file.c_str());
+}
+
+TEST_F(TelemetryTest, TheIdentityCanComeFromTheEnvironmentToo) {
+  for (const char* name : {kEnvAssignmentPath, kEnvPeers, kEnvWorkerName, kEnvRank}) {
+    unsetenv(name);
+  }
+  EXPECT_THROW(fromEnvironment(), AssignmentError);  // not started by rpcjob
+  setenv(kEnvPeers, "p0@127.0.0.1:1,p1@127.0.0.1:2", 1);
+  setenv(kEnvWorkerName, "p1", 1);
+  const std::string file = ::testing::TempDir() + "telemetry_identity.metrics";
+  std::remove(file.c_str());
+  setenv(kEnvMetricsFile, file.c_str(), 1);
+  fromEnvironment().reset();
+  EXPECT_NE(readFile(file).find("worker=\"p1\""), std::string::npos) << readFile(file);
+  std::remove(file.c_str());
+  for (const char* name : {kEnvPeers, kEnvWorkerName}) unsetenv(name);
+}
+
+// The second of two Exporters in one process (a test, a program that makes its
+// runtime again) still writes its file on SIGTERM and dies of it: the first one
+// gave the signals back when it went.
+TEST_F(TelemetryTest, ALaterExporterWritesItsFileOnSigterm) {
+  const Assignment a = twoWorkers();
+  const std::string first = ::testing::TempDir() + "telemetry_first.metrics";
+  const std::string second = ::testing::TempDir() + "telemetry_second.metrics";
+  std::remove(second.c_str());
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Settings s;
+        s.file = first;
+        { Exporter one(s, a, "w0"); }
+        s.file = second;
+        Exporter two(s, a, "w1");
+        raise(SIGTERM);
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+        std::exit(0);  // SIGTERM was swallowed
+      },
+      ::testing::KilledBySignal(SIGTERM), "");
+  EXPECT_NE(readFile(second).find("worker=\"w1\""), std::string::npos)
+      << "no metrics file from the second exporter";
+  std::remove(first.c_str());
+  std::remove(second.c_str());
 }
 
 std::string get(int port, const std::string& path) {

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 
 #include <cstdio>
@@ -57,8 +58,13 @@ std::string envOr(const char* name, const std::string& fallback) {
 }
 
 // SIGTERM/SIGINT -> signalLoop(), through a pipe: the handler only write()s
-// (async-signal-safe), whichever thread the kernel picked for the signal.
+// (async-signal-safe), whichever thread the kernel picked for the signal. One
+// Exporter at a time handles them (gSignalsTaken); it puts the handlers that
+// were there back when it goes, so a later Exporter takes them over.
 int gSignalPipe[2] = {-1, -1};
+std::atomic<bool> gSignalsTaken{false};
+struct sigaction gPreviousTerm {};
+struct sigaction gPreviousInt {};
 
 void onSignal(int sig) {
   const int saved = errno;
@@ -102,6 +108,10 @@ std::unique_ptr<Exporter> fromEnvironment(const Identity& identity, int portOver
       identity.assignment, identity.name);
 }
 
+std::unique_ptr<Exporter> fromEnvironment() {
+  return fromEnvironment(identityFromEnvironment());
+}
+
 Exporter::Exporter(Settings settings, const Assignment& assignment, const std::string& worker)
     : settings_(std::move(settings)) {
   if (!settings_.enabled()) return;
@@ -124,7 +134,12 @@ Exporter::Exporter(Settings settings, const Assignment& assignment, const std::s
       metrics_->channels().setDeviceMap(peer, std::move(pairs));
     }
   }
-  if (!settings_.file.empty() && gSignalPipe[0] < 0 && pipe2(gSignalPipe, O_CLOEXEC) == 0) {
+  if (!settings_.file.empty() && !gSignalsTaken.exchange(true)) {
+    if (gSignalPipe[0] < 0 && pipe2(gSignalPipe, O_CLOEXEC) != 0) {
+      gSignalsTaken = false;
+      std::cerr << "rpcjob: metrics file: no pipe for SIGTERM handling; written at exit only\n";
+      return;
+    }
     // A handler, not a blocked mask and sigwait(): threads started before main
     // (libtorch's) would not have the signal blocked and would die of it.
     signalThread_ = std::thread([this] { signalLoop(); });
@@ -132,8 +147,8 @@ Exporter::Exporter(Settings settings, const Assignment& assignment, const std::s
     action.sa_handler = onSignal;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &action, nullptr);
-    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, &gPreviousTerm);
+    sigaction(SIGINT, &action, &gPreviousInt);
   }
 }
 
@@ -141,9 +156,12 @@ Exporter::~Exporter() {
   if (server_) server_->stop();
   writeFile();
   if (signalThread_.joinable()) {
+    sigaction(SIGTERM, &gPreviousTerm, nullptr);
+    sigaction(SIGINT, &gPreviousInt, nullptr);
     const unsigned char wake = 0;  // not a signal number: return
     [[maybe_unused]] ssize_t n = write(gSignalPipe[1], &wake, 1);
     signalThread_.join();
+    gSignalsTaken = false;
   }
 }
 

@@ -26,8 +26,8 @@
 // attached to (declare it first): the decorators and the observer record into it
 // until the runtime's TensorPipe context is closed and joined. Create it before
 // starting threads of your own: with a metrics file it handles SIGTERM and
-// SIGINT (the file is written, then the signal's default action runs). One
-// Exporter per process.
+// SIGINT (the file is written, then the signal's default action runs); one
+// Exporter at a time does, and puts the previous handlers back when it goes.
 
 #include <atomic>
 #include <memory>
@@ -103,5 +103,8 @@ class Exporter {
 // when neither a port nor a file is set). Throws std::invalid_argument on a
 // malformed setting.
 std::unique_ptr<Exporter> fromEnvironment(const Identity& identity, int portOverride = -1);
+// The same for identityFromEnvironment() (which throws AssignmentError without
+// an identity), for a program that builds its Runtime from the identity too.
+std::unique_ptr<Exporter> fromEnvironment();
 
 }  // namespace rpcjob::telemetry
