@@ -34,11 +34,11 @@
 #include <thread>
 
 #include "metrics_overhead.h"
-#include "metrics_setup.h"
 #include "model_split.h"
 #include "pair_bench.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/runtime/runtime.h"
+#include "rpcjob/telemetry/exporter.h"
 #include "rpcjob/version.h"
 
 namespace {
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
   // Metrics first: they must outlive the runtime's TensorPipe context (rt goes
   // away first, being declared after), and its signal handling must be set up
   // before any thread starts.
-  std::unique_ptr<rpcjob::worker::WorkerMetrics> metrics;
+  std::unique_ptr<rpcjob::telemetry::Exporter> metrics;
   std::unique_ptr<Runtime> rt;
   std::unique_ptr<rpcjob::worker::BenchAgent> bench;  // after rt: its runtimes go first
   try {
@@ -152,13 +152,8 @@ int main(int argc, char** argv) {
     RuntimeOptions options = optionsFromAssignment(identity.assignment, identity.name);
     rpcjob::runtime::applyEnvironment(options);
     rpcjob::worker::placeModelSplit(identity.assignment, identity.name, split);
-    auto settings =
-        rpcjob::worker::metricsSettings(identity.assignment, identity.name, metricsPort);
-    if (settings.enabled()) {
-      metrics = std::make_unique<rpcjob::worker::WorkerMetrics>(settings, identity.assignment,
-                                                                identity.name);
-      metrics->install(options, {});  // function series appear on first use
-    }
+    metrics = rpcjob::telemetry::fromEnvironment(identity, metricsPort);
+    metrics->attach(options);  // off unless a port or file is set; series appear on first use
     if (mode == "bench") {
       bench = std::make_unique<rpcjob::worker::BenchAgent>(identity.assignment, identity.name,
                                                            options, config);
@@ -188,9 +183,9 @@ int main(int argc, char** argv) {
         return c10::IValue(args.at(0).toTensor().ne(7).sum().item<int64_t>());
       });
     }
-    if (metrics) metrics->serve();
+    metrics->serve();
     rt->start();
-    if (metrics) metrics->setReady();
+    metrics->setReady();
     if (mode == "send" && rt->self().rank == 0) {
       // One uint8 tensor of sendBytes per call: above the inline limit it travels
       // by channel, exactly sendBytes once per call; the answer is None.
@@ -221,7 +216,7 @@ int main(int argc, char** argv) {
       failed = !result.matchesLocal || (split.backward && !result.gradientsMatch);
     }
     if (mode == "bench" && rt->self().rank == 0 && overheadRounds > 0) {
-      if (!metrics)
+      if (!metrics->enabled())
         throw std::runtime_error("--metrics-overhead needs metrics on (a port or file)");
       if (rt->workers().size() < 2) throw std::runtime_error("--metrics-overhead needs 2 workers");
       overhead.rounds = overheadRounds;
