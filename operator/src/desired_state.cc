@@ -15,6 +15,7 @@
 #include "rpcjob/api/validate.h"
 #include "rpcjob/assignment/pair_links.h"
 #include "rpcjob/operator/children.h"
+#include "rpcjob/operator/termination_report.h"
 
 namespace rpcjob::op {
 namespace {
@@ -108,6 +109,8 @@ PodView viewOf(const kube::Object& pod) {
         break;
       }
     }
+    // A pod of several workers: its launcher's report names the worker.
+    if (auto worker = workerFailureOf(pod.json)) v.detail = *worker;
     if (v.detail.empty())
       v.detail = message.empty() ? "failed" : message;
     else if (v.detail == reason && !message.empty())

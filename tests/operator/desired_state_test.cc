@@ -1,6 +1,7 @@
 // The reconciler's pure parts: Node/Pod JSON -> ClusterView, the children built
 // from a plan, and computeDesiredState's status and run policy, step by step
 // through a simulated world (what the API server would hold after each act).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "rpcjob/api/parse.h"
 #include "rpcjob/api/serialize.h"
 #include "rpcjob/assignment/assignment.h"
+#include "rpcjob/assignment/pod_launch.h"
 #include "rpcjob/operator/children.h"
 #include "rpcjob/operator/cluster_view.h"
 #include "rpcjob/operator/desired_state.h"
@@ -486,18 +488,25 @@ TEST(DesiredState, CleanPodPolicyNoneKeepsPodsAll) {
   EXPECT_TRUE(d.remove.empty());
 }
 
-TEST(DesiredState, WorkersPerPodAutoSharesPodsOneContainerPerWorker) {
+TEST(DesiredState, WorkersPerPodAutoSharesPodsInOneLauncherContainer) {
   World w(spec("{}", 3, 1, R"({"workersPerPod":"Auto"})"));
   w.step();
   ASSERT_EQ(w.pods_.size(), 1u) << "4 GPUs fit one node: one pod";
   const std::string pod = w.pods_.begin()->second->json;
-  EXPECT_EQ(jsonString(pod, "/spec/containers/0/name"), "master");
-  EXPECT_EQ(jsonString(pod, "/spec/containers/3/name"), "worker2");
-  EXPECT_EQ(jsonString(pod, "/spec/containers/4/name"), "side") << "sidecars kept once";
-  EXPECT_EQ(jsonString(pod, "/spec/containers/3/env/1/value"), "3");
-  EXPECT_EQ(jsonString(pod, "/spec/containers/3/ports/0/name"), "rpc-3");
-  EXPECT_EQ(jsonString(pod, "/spec/containers/3/ports/1/name"), "metrics-3");
-  EXPECT_EQ(jsonString(pod, "/spec/containers/3/resources/limits/nvidia.com~1gpu"), "1");
+  // One container runs the 4 workers (rpcjob-launch) and holds the pod's 4 GPUs.
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/name"), "w");
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/command/0"), "rpcjob-launch");
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/resources/limits/nvidia.com~1gpu"), "4");
+  EXPECT_EQ(jsonString(pod, "/spec/containers/1/name"), "side") << "sidecars kept once";
+  EXPECT_FALSE(jsonString(pod, "/spec/containers/2/name"));
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/env/0/name"), "RPCJOB_POD_WORKERS");
+  const PodLaunch launch = parsePodLaunch(*jsonString(pod, "/spec/containers/0/env/0/value"));
+  ASSERT_EQ(launch.workers.size(), 4u);
+  EXPECT_EQ(launch.workers[3].name, "worker2");
+  EXPECT_THAT(launch.workers[3].env, ::testing::Contains(std::make_pair(
+                                         std::string("RPCJOB_RANK"), std::string("3"))));
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/ports/6/name"), "rpc-3");
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/ports/7/name"), "metrics-3");
   EXPECT_EQ(jsonString(pod, "/spec/shareProcessNamespace"), "true");
   EXPECT_EQ(jsonString(pod, "/spec/volumes/1/emptyDir/medium"), "Memory");
   w.setAllPods(kRunning);

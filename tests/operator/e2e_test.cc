@@ -282,5 +282,59 @@ TEST_F(E2e, DeletingTheJobRemovesItsChildren) {
       << op.log();
 }
 
+TEST_F(E2e, SharedPodHasOneContainerWithAllItsGpusAndReportsTheFailedWorker) {
+  addNode("a", 8);
+  OperatorProcess op(ns_, "op-1");
+  const std::string tmpl = R"({"spec":{"nodeSelector":{"rpcjob.test/ns":")" + ns_ +
+                           R"("},"containers":[{"name":"worker","image":"rpcjob-worker",)"
+                           R"("command":["rpcjob-worker"],"args":["model-split"]}]}})";
+  client_->create(
+      r::kRpcJobs, ns_,
+      R"({"apiVersion":"rpcjob.dev/v1alpha1","kind":"RpcJob","metadata":{"name":"split"},)"
+      R"("spec":{"workers":[{"name":"master","gpusPerWorker":1,"template":)" +
+          tmpl + R"(},{"name":"shard","gpusPerWorker":1,"template":)" + tmpl +
+          R"(}],"placement":{"policy":"Pack","workersPerPod":"Auto"},)"
+          R"("runPolicy":{"backoffLimit":0}}})");
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return pods("split").size() == 1; }, 30s))
+      << op.log();
+  const Object pod = pods("split").front();
+  EXPECT_EQ(jsonString(pod.json, "/spec/containers/0/name"), "worker");
+  EXPECT_FALSE(jsonString(pod.json, "/spec/containers/1/name")) << "one container";
+  EXPECT_EQ(jsonString(pod.json, "/spec/containers/0/command/0"), "rpcjob-launch");
+  EXPECT_EQ(jsonString(pod.json, "/spec/containers/0/resources/limits/nvidia.com~1gpu"), "2");
+  EXPECT_EQ(jsonString(pod.json, "/spec/containers/0/env/0/name"), "RPCJOB_POD_WORKERS");
+  const std::string spec = jsonString(pod.json, "/spec/containers/0/env/0/value").value_or("");
+  EXPECT_NE(spec.find(R"("name":"shard")"), std::string::npos) << spec;
+  // The shard maps the master's cuda:0 to its own cuda:1 of the pod's two GPUs.
+  const Assignment table =
+      parseAssignment(jsonString(client_->get(r::kConfigMaps, ns_, "split-assignment").json,
+                                 "/data/assignment.yaml")
+                          .value_or(""));
+  EXPECT_EQ(deviceMapsOf(table, "master").at("shard"), (DeviceMap{{"cuda:0", "cuda:1"}}));
+
+  runAll("split");
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return phase("split") == "Running"; }, 20s))
+      << op.log();
+  const std::string report =
+      R"({\"failed\":\"shard\",\"workers\":[{\"name\":\"shard\",\"exitCode\":3,\"signal\":0,)"
+      R"(\"restarts\":0},{\"name\":\"master\",\"exitCode\":143,\"signal\":15,\"restarts\":0}]})";
+  setPodStatus(pod.metadata.name,
+               R"({"phase":"Failed","containerStatuses":[{"name":"worker","ready":false,)"
+               R"("restartCount":0,"image":"rpcjob-worker","imageID":"","state":{"terminated":)"
+               R"({"exitCode":3,"reason":"Error","message":")" +
+                   report + R"("}}}]})");
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return phase("split") == "Failed"; }, 20s))
+      << op.log();
+  std::string message;
+  for (int i = 0; i < 8; ++i) {
+    const std::string c = "/status/conditions/" + std::to_string(i);
+    if (field("split", c + "/type") == "Failed") message = field("split", c + "/message");
+  }
+  EXPECT_NE(
+      message.find("worker shard exited with code 3 (pod workers: shard 3, master signal 15)"),
+      std::string::npos)
+      << message;
+}
+
 }  // namespace
 }  // namespace rpcjob::kube::e2e

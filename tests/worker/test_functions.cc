@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "autograd_functions.h"
+
 namespace rpcjob::testing {
 namespace {
 
@@ -93,6 +95,7 @@ void markStarted() {
 }
 
 void registerTestFunctions(runtime::Runtime& rt) {
+  registerAutogradTestFunctions(rt);
   // A worker serves while its start() still connects to the others.
   rt.registerFunction("started", [](const CallInfo&, Args) { return c10::IValue(started.load()); });
   rt.registerFunction("identity", [](const CallInfo&, Args args) { return args.at(0); });

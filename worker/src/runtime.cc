@@ -2,6 +2,7 @@
 #include "rpcjob/runtime/runtime.h"
 
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "autograd/container.h"
 #include "channel_selection.h"
 #include "memory_limit.h"
 #include "objects/objects.h"
@@ -90,6 +92,19 @@ bool expectsAnswer(wire::MessageType type) {
   }
 }
 
+// A peer's death must fail calls, not end this process: TensorPipe's socket
+// writes to a dead peer raise SIGPIPE, whose default action kills. A handler
+// the application installed is left alone.
+void ignoreSigpipeUnlessHandled() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, nullptr);
+  }
+}
+
 }  // namespace
 
 RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::string& name,
@@ -111,6 +126,7 @@ RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::strin
   maxMessageBytes_ = options_.maxMessageBytes > 0 ? options_.maxMessageBytes : memoryLimitBytes();
   pool_ = std::make_shared<ThreadPool>(options_.poolThreads);
   rrefs_ = std::make_unique<RRefContext>(pool_, selfRank_, options_.defaultTimeout);
+  autograd_ = std::make_unique<autograd::Container>(*this);
   shutdown_ = std::make_unique<ShutdownCoordinator>(*this);
   registerBuiltins();
   objects::registerBuiltins(*this);
@@ -136,6 +152,7 @@ void RuntimeImpl::registerFunction(const std::string& name, Function fn, AsyncFu
 
 void RuntimeImpl::start() {
   if (started_.exchange(true)) throw std::logic_error("start() called twice");
+  ignoreSigpipeUnlessHandled();
 #if RPCJOB_WITH_CUDA
   {
     std::vector<std::string> names;

@@ -40,6 +40,9 @@ class Error;
 }  // namespace tensorpipe
 
 namespace rpcjob::runtime {
+namespace autograd {
+class Container;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -63,7 +66,11 @@ class RuntimeImpl {
   int rankOf(const std::string& name) const;  // throws kInvalidArgument
 
   // Calls (runtime_calls.cc). `value` may be null for header-only messages.
-  Future sendRequest(int to, wire::Header header, const c10::IValue* value, CallOptions options);
+  // `inverseDeviceMap` (CUDA build): place tensors on `to` with the inverse of
+  // its map to us, as its calls' responses are (distributed autograd sends the
+  // gradients of a request's tensors back that way).
+  Future sendRequest(int to, wire::Header header, const c10::IValue* value, CallOptions options,
+                     bool inverseDeviceMap = false);
   Future rpcAsync(const std::string& to, const std::string& function, std::vector<c10::IValue> args,
                   CallOptions options);
 
@@ -97,6 +104,8 @@ class RuntimeImpl {
   // unfork() when `sent` failed before its message could go (sendRequest
   // fails those at once); a message that went is the receiver's to release.
   void unforkIfUnsent(const Future& sent, const std::vector<Forked>& made);
+  // Distributed autograd (autograd/container.h).
+  autograd::Container& autograd() { return *autograd_; }
 
   std::vector<ChannelChoice> channelChoices() const;
   void shutdown(ShutdownMode mode, std::chrono::milliseconds deadline);  // shutdown.cc
@@ -199,8 +208,10 @@ class RuntimeImpl {
   void serveCall(const std::shared_ptr<ServerPipe>& server, const wire::Header& header,
                  c10::IValue args, std::vector<std::shared_ptr<DeviceEvent>> events,
                  const EventTime& arrived);
+  // `ctx`: the request's distributed autograd context (0: none).
   void reply(const std::shared_ptr<ServerPipe>& server, uint64_t id, const Future& result,
-             const std::string& function, std::optional<Observer::CallToken> observed);
+             const std::string& function, std::optional<Observer::CallToken> observed,
+             int64_t ctx = 0);
   void replyError(const std::shared_ptr<ServerPipe>& server, uint64_t id, wire::ErrorKind kind,
                   const std::string& message);
   void writeServer(const std::shared_ptr<ServerPipe>& server,
@@ -217,8 +228,9 @@ class RuntimeImpl {
   // each recorded by the observer as finished.
   void failPending(std::vector<Pending> calls, const std::exception_ptr& error);
   void timeoutLoop();
+  // Runs with `autogradContext` (0: none) as the thread's current context.
   Future runLocal(const Registered& fn, const WorkerInfo& caller, const std::string& name,
-                  std::vector<c10::IValue> args);
+                  std::vector<c10::IValue> args, int64_t autogradContext = 0);
   void registerBuiltins();
   std::shared_ptr<detail::RRefHandle> ownedHandle(std::shared_ptr<detail::FutureState> value);
 
@@ -272,6 +284,7 @@ class RuntimeImpl {
   cuda::DeviceMapTable deviceMaps_;  // validated in start(), completed by handshakes
 #endif
   std::unique_ptr<RRefContext> rrefs_;
+  std::unique_ptr<autograd::Container> autograd_;
   std::unique_ptr<class ShutdownCoordinator> shutdown_;
 };
 

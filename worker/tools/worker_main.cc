@@ -11,9 +11,11 @@
 //                                            paused and running, N rounds, switching
 //                                            every CALLS sync calls (default 25)
 //                                            (tools/metrics_overhead.h)
-//   rpcjob-worker send --bytes N --count K [--device D]   rank 0 sends K tensors of N
-//                                            bytes (on device D, default cpu) to every
-//                                            peer (known traffic, for the metrics tests)
+//   rpcjob-worker send --bytes N --count K [--device D] [--verify]
+//                                            rank 0 sends K tensors of N bytes (on
+//                                            device D, default cpu) to every peer (known
+//                                            traffic, for the metrics tests); --verify:
+//                                            the peer checks every byte arrived as sent
 //   common: [--metrics-port N] [--hold-s N] (wait N s before the shutdown barrier)
 //   rpcjob-worker --version
 //
@@ -31,10 +33,10 @@
 #include <thread>
 
 #include "metrics_overhead.h"
-#include "metrics_setup.h"
 #include "pair_bench.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/runtime/runtime.h"
+#include "rpcjob/telemetry/exporter.h"
 #include "rpcjob/version.h"
 
 namespace {
@@ -47,7 +49,7 @@ int usage() {
          "       rpcjob-worker bench --metrics-overhead ROUNDS\n"
          "                           [--recorders observer,channels,transports|all|none]\n"
          "                           [--slice CALLS]\n"
-         "       rpcjob-worker send --bytes N --count K [--device cpu|cuda:N]\n"
+         "       rpcjob-worker send --bytes N --count K [--device cpu|cuda:N] [--verify]\n"
          "       common options: [--metrics-port N] [--hold-s N]\n"
          "       rpcjob-worker --version\n"
          "identity: RPCJOB_ASSIGNMENT or RPCJOB_PEERS, and RPCJOB_WORKER_NAME or RPCJOB_RANK\n";
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
   int metricsPort = -1;  // -1: RPCJOB_METRICS_PORT or the assignment's metricsPort
   long sendBytes = 1 << 20, sendCount = 10, holdSeconds = 0;
   std::string sendDevice = "cpu";
+  bool sendVerify = false;
   int overheadRounds = 0;  // bench --metrics-overhead
   rpcjob::worker::OverheadConfig overhead;
   for (int i = 2; i < argc; ++i) {
@@ -112,6 +115,8 @@ int main(int argc, char** argv) {
         sendDevice = argv[++i];
       } else if (arg == "--count" && i + 1 < argc) {
         sendCount = std::stol(argv[++i]);
+      } else if (arg == "--verify") {
+        sendVerify = true;
       } else if (arg == "--hold-s" && i + 1 < argc) {
         holdSeconds = std::stol(argv[++i]);
       } else {
@@ -129,20 +134,15 @@ int main(int argc, char** argv) {
   // Metrics first: they must outlive the runtime's TensorPipe context (rt goes
   // away first, being declared after), and its signal handling must be set up
   // before any thread starts.
-  std::unique_ptr<rpcjob::worker::WorkerMetrics> metrics;
+  std::unique_ptr<rpcjob::telemetry::Exporter> metrics;
   std::unique_ptr<Runtime> rt;
   std::unique_ptr<rpcjob::worker::BenchAgent> bench;  // after rt: its runtimes go first
   try {
     rpcjob::Identity identity = rpcjob::identityFromEnvironment();
     RuntimeOptions options = optionsFromAssignment(identity.assignment, identity.name);
     rpcjob::runtime::applyEnvironment(options);
-    auto settings =
-        rpcjob::worker::metricsSettings(identity.assignment, identity.name, metricsPort);
-    if (settings.enabled()) {
-      metrics = std::make_unique<rpcjob::worker::WorkerMetrics>(settings, identity.assignment,
-                                                                identity.name);
-      metrics->install(options, {});  // function series appear on first use
-    }
+    metrics = rpcjob::telemetry::fromEnvironment(identity, metricsPort);
+    metrics->attach(options);  // off unless a port or file is set; series appear on first use
     if (mode == "bench") {
       bench = std::make_unique<rpcjob::worker::BenchAgent>(identity.assignment, identity.name,
                                                            options, config);
@@ -153,6 +153,7 @@ int main(int argc, char** argv) {
     std::cerr << "rpcjob-worker: " << e.what() << "\n";
     return 2;
   }
+  bool failed = false;
   try {
     if (bench) {
       bench->registerFunctions(*rt);
@@ -164,10 +165,15 @@ int main(int argc, char** argv) {
       rt->registerFunction(
           "rpcjob.sink", [](const CallInfo&, std::vector<c10::IValue>) { return c10::IValue(); },
           FunctionOptions{true});
+      // The bytes that differ from what rank 0 sent (7 everywhere). On the pool:
+      // counting waits for the tensor's stream.
+      rt->registerFunction("rpcjob.sink_check", [](const CallInfo&, std::vector<c10::IValue> args) {
+        return c10::IValue(args.at(0).toTensor().ne(7).sum().item<int64_t>());
+      });
     }
-    if (metrics) metrics->serve();
+    metrics->serve();
     rt->start();
-    if (metrics) metrics->setReady();
+    metrics->setReady();
     if (mode == "send" && rt->self().rank == 0) {
       // One uint8 tensor of sendBytes per call: above the inline limit it travels
       // by channel, exactly sendBytes once per call; the answer is None.
@@ -176,14 +182,24 @@ int main(int argc, char** argv) {
           at::full({sendBytes}, 7, at::TensorOptions().dtype(at::kByte).device(sendDevice));
       for (const auto& w : rt->workers()) {
         if (w.rank == 0) continue;
-        for (long i = 0; i < sendCount; ++i) rt->rpcSync(w.name, "rpcjob.sink", {tensor});
+        int64_t wrong = 0;
+        for (long i = 0; i < sendCount; ++i) {
+          const c10::IValue answer =
+              rt->rpcSync(w.name, sendVerify ? "rpcjob.sink_check" : "rpcjob.sink", {tensor});
+          if (sendVerify) wrong += answer.toInt();
+        }
         std::cout << "sent " << sendCount << " x " << sendBytes << " bytes to " << w.name
+                  << (sendVerify ? wrong == 0 ? "; values exact: yes"
+                                              : "; values exact: NO (" + std::to_string(wrong) +
+                                                    " bytes differ)"
+                                 : "")
                   << std::endl;
+        failed = failed || wrong != 0;
       }
     }
     if (holdSeconds > 0) std::this_thread::sleep_for(std::chrono::seconds(holdSeconds));
     if (mode == "bench" && rt->self().rank == 0 && overheadRounds > 0) {
-      if (!metrics)
+      if (!metrics->enabled())
         throw std::runtime_error("--metrics-overhead needs metrics on (a port or file)");
       if (rt->workers().size() < 2) throw std::runtime_error("--metrics-overhead needs 2 workers");
       overhead.rounds = overheadRounds;
@@ -203,5 +219,5 @@ int main(int argc, char** argv) {
     std::cerr << "rpcjob-worker " << rt->self().name << ": " << e.what() << "\n";
     return 1;
   }
-  return 0;
+  return failed ? 1 : 0;
 }
