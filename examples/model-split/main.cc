@@ -20,7 +20,10 @@
 //
 //   rpcjob-model-split [--size N] [--iterations N] [--mode cpu|cuda|both]
 //
-// Exit codes: 0 done, 1 an RPC failed, 2 no identity (not started by rpcjob),
+// Its metrics (rpcjob::telemetry) as rpcjob-worker's: /metrics when the job sets a
+// port, and the final metrics file whose per-channel bytes `rpcjob run` prints.
+//
+// Exit codes: 0 done, 1 an RPC failed, 2 cannot start (not started by rpcjob),
 // 3 gradients differ from the local run, 64 bad arguments.
 
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -40,6 +43,7 @@
 #include "rpcjob/runtime/dist_autograd.h"
 #include "rpcjob/runtime/remote_object.h"
 #include "rpcjob/runtime/runtime.h"
+#include "rpcjob/telemetry/exporter.h"
 
 namespace dist_autograd = rpcjob::runtime::dist_autograd;
 using rpcjob::runtime::CallInfo;
@@ -202,14 +206,20 @@ int main(int argc, char** argv) {
     std::cerr << "usage: rpcjob-model-split [--size N] [--iterations N] [--mode cpu|cuda|both]\n";
     return 64;
   }
+  // The metrics first: they outlive the runtime (declared before it, destroyed
+  // after it) and write the metrics file `rpcjob run` sums per channel.
+  std::unique_ptr<rpcjob::telemetry::Exporter> metrics;
   std::unique_ptr<Runtime> rt;
   rpcjob::Identity id;
   try {
     id = rpcjob::identityFromEnvironment();
-    rt = Runtime::fromEnvironment();
+    auto options = rpcjob::runtime::optionsFromAssignment(id.assignment, id.name);
+    rpcjob::runtime::applyEnvironment(options);
+    metrics = rpcjob::telemetry::fromEnvironment(id);
+    metrics->attach(options);  // every channel's bytes, every call
+    rt = std::make_unique<Runtime>(id.assignment, id.name, std::move(options));
   } catch (const std::exception& e) {
-    std::cerr << "rpcjob-model-split: no worker identity (run it with `rpcjob run "
-                 "model-split.yaml`): "
+    std::cerr << "rpcjob-model-split: cannot start (run it with `rpcjob run model-split.yaml`): "
               << e.what() << "\n";
     return 2;
   }
@@ -248,9 +258,14 @@ int main(int argc, char** argv) {
 
   int rc = 0;
   try {
+    metrics->serve();  // /metrics, /healthz; /readyz once started
     rt->start();
+    metrics->setReady();
     if (rt->self().rank == 0) {
       const std::string shard = rt->worker(1).name;
+      std::printf("model split: 2 layers of %lldx%lld, %d iterations; master on %s, shard %s\n",
+                  static_cast<long long>(o.size), static_cast<long long>(o.size), o.iterations,
+                  device.str().c_str(), shard.c_str());
       std::vector<std::string> modes;
       if (o.mode != "cuda") modes.push_back("cpu");
       if (o.mode != "cpu") {
@@ -272,9 +287,6 @@ int main(int argc, char** argv) {
           std::printf("cuda RPC skipped: %s\n", why.c_str());
         }
       }
-      std::printf("model split: 2 layers of %lldx%lld, %d iterations; master on %s, shard %s\n",
-                  static_cast<long long>(o.size), static_cast<long long>(o.size), o.iterations,
-                  device.str().c_str(), shard.c_str());
       std::fflush(stdout);
       for (const auto& mode : modes) {
         if (!measure(*rt, shard, mode, device, o)) rc = 3;

@@ -24,7 +24,10 @@
 // image and batch keep a CPU run short. As in the tutorial's code
 // (xs.split(num_split)), num_split is the number of images per micro-batch.
 //
-// Exit codes: 0 done, 1 an RPC failed, 2 no identity (not started by rpcjob),
+// Its metrics (rpcjob::telemetry) as rpcjob-worker's: /metrics when the job sets a
+// port, and the final metrics file whose per-channel bytes `rpcjob run` prints.
+//
+// Exit codes: 0 done, 1 an RPC failed, 2 cannot start (not started by rpcjob),
 // 3 the optimizer left a watched parameter unchanged, 64 bad arguments.
 
 #include <torch/torch.h>
@@ -44,6 +47,7 @@
 #include "rpcjob/runtime/dist_optimizer.h"
 #include "rpcjob/runtime/remote_object.h"
 #include "rpcjob/runtime/runtime.h"
+#include "rpcjob/telemetry/exporter.h"
 
 namespace dist_autograd = rpcjob::runtime::dist_autograd;
 namespace nn = torch::nn;
@@ -306,15 +310,22 @@ int main(int argc, char** argv) {
                  "[--width N] [--classes N] [--splits N,N,...]\n";
     return 64;
   }
+  // The metrics first: they outlive the runtime (declared before it, destroyed
+  // after it) and write the metrics file `rpcjob run` sums per channel.
+  std::unique_ptr<rpcjob::telemetry::Exporter> metrics;
   std::unique_ptr<Runtime> rt;
   rpcjob::Identity id;
   try {
     id = rpcjob::identityFromEnvironment();
-    rt = Runtime::fromEnvironment();
+    auto options = rpcjob::runtime::optionsFromAssignment(id.assignment, id.name);
+    rpcjob::runtime::applyEnvironment(options);
+    metrics = rpcjob::telemetry::fromEnvironment(id);
+    metrics->attach(options);  // every channel's bytes, every call
+    rt = std::make_unique<Runtime>(id.assignment, id.name, std::move(options));
   } catch (const std::exception& e) {
-    std::cerr << "rpcjob-resnet-pipeline: no worker identity (run it with `rpcjob run "
-                 "resnet-pipeline.yaml`): "
-              << e.what() << "\n";
+    std::cerr
+        << "rpcjob-resnet-pipeline: cannot start (run it with `rpcjob run resnet-pipeline.yaml`): "
+        << e.what() << "\n";
     return 2;
   }
   if (rt->workers().size() != 3) {
@@ -342,7 +353,9 @@ int main(int argc, char** argv) {
 
   int rc = 0;
   try {
+    metrics->serve();  // /metrics, /healthz; /readyz once started
     rt->start();
+    metrics->setReady();
     if (rt->self().rank == 0) {
       const std::vector<std::string> workers = {rt->worker(1).name, rt->worker(2).name};
       // Shard 1's activations stay on its GPU when shard 2 has a device map to

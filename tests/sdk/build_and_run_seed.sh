@@ -4,8 +4,10 @@
 # install_and_run_hello.sh installed (--prefix; the sdk_install fixture), then run
 # with the installed `rpcjob run` on its example manifest, with the program's
 # arguments swapped for small sizes (a CPU run of seconds), and its output checked:
-#   model-split:     the recipe's "cpu RPC total execution time" line, and the
-#                    gradients of both layers match the local run;
+#   model-split:     the recipe's "cpu RPC total execution time" line, the
+#                    gradients of both layers match the local run, and the
+#                    summary's channel bytes (rpcjob::telemetry) hold the 10
+#                    activations and 10 gradients each way;
 #   resnet-pipeline: "number of splits = N, execution time = T" for every
 #                    num_split, after the batches, and every worker exited 0.
 set -euo pipefail
@@ -31,7 +33,9 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 case "$program" in
   model-split)
-    small='[--size, "128", --iterations, "10"]' ;;
+    # 160x160 floats (100 KiB) are above the runtime's 64 KiB inline limit: the
+    # activations and their gradients travel by channel.
+    small='[--size, "160", --iterations, "10"]' ;;
   resnet-pipeline)
     # Micro-batches of 1 image still leave BatchNorm 2x2 values per channel in
     # layer4 at 64x64.
@@ -94,4 +98,31 @@ esac
 for ((i = 0; i < ${#workers[@]}; i++)); do
   grep -q -E "^${workers[$i]} +$i +0 " "$work/run.log" || fail "${workers[$i]} did not exit 0 (summary)"
 done
+if [ "$program" = model-split ]; then
+  # The summary: a worker's first row "NAME RANK EXIT RESTARTS CHANNEL SENT
+  # RECEIVED", its other channels on rows below it ("CHANNEL SENT RECEIVED").
+  traffic=$(awk '
+    function bytes(value, unit) {
+      return value * (unit == "KiB" ? 1024 : unit == "MiB" ? 1048576 : unit == "GiB" ? 1073741824 : 1)
+    }
+    /^WORKER +RANK +EXIT/ { table = 1; next }
+    table && $0 ~ /^(master|shard) / {
+      worker = $1
+      if (NF == 9) { sent[worker] += bytes($6, $7); received[worker] += bytes($8, $9) }
+      seen[worker] = 1
+      next
+    }
+    table && $0 ~ /^ +[a-z_]+ / && worker != "" && NF == 5 {
+      sent[worker] += bytes($2, $3); received[worker] += bytes($4, $5)
+    }
+    END { for (w in seen) printf "%s %d %d\n", w, sent[w], received[w] }' "$work/run.log")
+  echo "per-worker channel bytes (sent, received):"
+  echo "$traffic"
+  least=$((10 * 160 * 160 * 4))  # 10 passes of 100 KiB, forward or backward, each way
+  for w in master shard; do
+    read -r _ sent received < <(grep "^$w " <<< "$traffic") || fail "$w has no row in the summary"
+    [ "$sent" -ge "$least" ] || fail "$w sent $sent bytes by channel, expected >= $least"
+    [ "$received" -ge "$least" ] || fail "$w received $received bytes by channel, expected >= $least"
+  done
+fi
 echo "PASS: $program"
