@@ -164,7 +164,8 @@ TEST(PodLayout, ModelSplitCudaAsksForBothGpusInOneContainer) {
   const PodLaunch launch = parsePodLaunch(envOf(pod["spec"]["containers"][0], kEnvPodWorkers));
   ASSERT_EQ(launch.workers.size(), 2u);
   EXPECT_EQ(launch.workers[1].name, "shard");
-  EXPECT_EQ(launch.workers[1].argv, (std::vector<std::string>{"rpcjob-worker", "model-split"}));
+  EXPECT_EQ(launch.workers[1].argv, (std::vector<std::string>{"rpcjob-model-split", "--size",
+                                                              "1000", "--iterations", "10"}));
   // The shard's map back to the master: its cuda:1 is the second GPU the container sees.
   const DeviceMap toShard = deviceMapsOf(plan.assignment, "master").at("shard");
   EXPECT_EQ(toShard, (DeviceMap{{"cuda:0", "cuda:1"}}));
