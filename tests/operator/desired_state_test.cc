@@ -503,8 +503,8 @@ TEST(DesiredState, WorkersPerPodAutoSharesPodsInOneLauncherContainer) {
   const PodLaunch launch = parsePodLaunch(*jsonString(pod, "/spec/containers/0/env/0/value"));
   ASSERT_EQ(launch.workers.size(), 4u);
   EXPECT_EQ(launch.workers[3].name, "worker2");
-  EXPECT_THAT(launch.workers[3].env, ::testing::Contains(std::make_pair(
-                                         std::string("RPCJOB_RANK"), std::string("3"))));
+  EXPECT_THAT(launch.workers[3].env,
+              ::testing::Contains(std::make_pair(std::string("RPCJOB_RANK"), std::string("3"))));
   EXPECT_EQ(jsonString(pod, "/spec/containers/0/ports/6/name"), "rpc-3");
   EXPECT_EQ(jsonString(pod, "/spec/containers/0/ports/7/name"), "metrics-3");
   EXPECT_EQ(jsonString(pod, "/spec/shareProcessNamespace"), "true");
