@@ -38,6 +38,7 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -223,6 +224,17 @@ struct ResNetShard2 : ResNetBase {
   nn::Linear fc{nullptr};
 };
 
+// A copy on the CPU of a module's parameter `index` (negative: from the end),
+// for a caller without a GPU.
+at::Tensor parameterOnCpu(nn::Module& m, int64_t index) {
+  const std::vector<at::Tensor> params = m.parameters();
+  const auto n = static_cast<int64_t>(params.size());
+  if (index < -n || index >= n) {
+    throw std::out_of_range("parameter " + std::to_string(index) + " of " + std::to_string(n));
+  }
+  return params[static_cast<std::size_t>(index < 0 ? n + index : index)].detach().cpu();
+}
+
 // The tutorial's DistResNet50: the shards on the two workers, the pipeline in
 // forward.
 struct DistResNet50 {
@@ -268,9 +280,13 @@ int runMaster(Runtime& rt, int64_t numSplit, const std::vector<std::string>& wor
               const Options& o, bool gpuActivations) {
   DistResNet50 model(rt, numSplit, workers, o, gpuActivations);
   const std::vector<RRef> params = model.parameterRRefs();
-  const std::vector<RRef> watched = {params.front(), params.back()};
-  std::vector<at::Tensor> before;
-  for (const auto& p : watched) before.push_back(p.toHere().toTensor().cpu());
+  // Shard 1's first parameter and shard 2's last, copied to the CPU by their
+  // owners: the master has no GPU, so it cannot receive them where they live.
+  const auto watched = [&] {
+    return std::vector<at::Tensor>{model.p1.rpcSync("parameter_cpu", {int64_t{0}}).toTensor(),
+                                   model.p2.rpcSync("parameter_cpu", {int64_t{-1}}).toTensor()};
+  };
+  const std::vector<at::Tensor> before = watched();
   DistributedOptimizer opt(rt, params, torch::optim::SGDOptions(0.05));
 
   const at::Tensor oneHotIndices = torch::randint(0, o.classes, {o.batch, 1}, torch::kLong);
@@ -286,8 +302,9 @@ int runMaster(Runtime& rt, int64_t numSplit, const std::vector<std::string>& wor
     opt.step(ctx.id());
   }
   int unchanged = 0;
-  for (std::size_t i = 0; i < watched.size(); ++i) {
-    if (at::equal(watched[i].toHere().toTensor().cpu(), before[i])) ++unchanged;
+  const std::vector<at::Tensor> after = watched();
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    if (at::equal(after[i], before[i])) ++unchanged;
   }
   return unchanged;
 }
@@ -340,15 +357,23 @@ int main(int argc, char** argv) {
       .constructor([device](std::vector<c10::IValue> args) {
         return std::make_shared<ResNetShard1>(device, args.at(0).toInt(), args.at(1).toBool());
       })
-      .method("forward", [](ResNetShard1& s, std::vector<c10::IValue> args) {
-        return s.forward(RRef::fromIValue(args.at(0)));
+      .method("forward",
+              [](ResNetShard1& s, std::vector<c10::IValue> args) {
+                return s.forward(RRef::fromIValue(args.at(0)));
+              })
+      .method("parameter_cpu", [](ResNetShard1& s, std::vector<c10::IValue> args) {
+        return parameterOnCpu(s, args.at(0).toInt());
       });
   registerClass<ResNetShard2>(*rt, "ResNetShard2", {/*serializeCalls=*/true})
       .constructor([device](std::vector<c10::IValue> args) {
         return std::make_shared<ResNetShard2>(device, args.at(0).toInt(), args.at(1).toInt());
       })
-      .method("forward", [](ResNetShard2& s, std::vector<c10::IValue> args) {
-        return s.forward(RRef::fromIValue(args.at(0)));
+      .method("forward",
+              [](ResNetShard2& s, std::vector<c10::IValue> args) {
+                return s.forward(RRef::fromIValue(args.at(0)));
+              })
+      .method("parameter_cpu", [](ResNetShard2& s, std::vector<c10::IValue> args) {
+        return parameterOnCpu(s, args.at(0).toInt());
       });
 
   int rc = 0;
