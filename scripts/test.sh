@@ -21,7 +21,8 @@ trap report EXIT
 
 phase setup scripts/setup.sh test
 phase control-plane tests/kube/control-plane.sh build
-phase configure cmake --preset default
+# Explicit: main-job.sh configures the same build folder with the operator and tests off.
+phase configure cmake --preset default -DRPCJOB_BUILD_OPERATOR=ON -DRPCJOB_BUILD_WORKER=ON -DRPCJOB_BUILD_TESTS=ON
 phase build cmake --build build -j "$jobs"
 phase test ctest --test-dir build --output-on-failure -j "$jobs"
 phase static scripts/static-checks.sh
