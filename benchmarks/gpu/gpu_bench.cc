@@ -6,11 +6,15 @@
 // there), and the CUDA RPC recipe's experiment (10 iterations of forward and
 // distributed backward, "CPU RPC" and "CUDA RPC" modes). One JSON object on stdout.
 // Channels: RPCJOB_GPU_CHANNELS (empty: every viable one, cuda_nvlink first).
+// RPCJOB_BENCH_BREAKDOWN=1 prints the recipe's per-iteration phases on stderr;
+// RPCJOB_BENCH_ONLY=recipe runs the recipe alone.
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
+#include <cstdlib>
 
 #include "gpu_autograd_functions.h"
 #include "gpu_pair.h"
@@ -81,18 +85,56 @@ double recipe(runtime::Runtime& rt, bool cpuMode) {
   auto [lw, lb] = gpu::gpuLinearParams(1000, 1000, 1, c10::Device("cuda:0"));
   at::manual_seed(0);
   at::Tensor x = at::randn({1000, 1000}, at::TensorOptions().device(at::kCUDA, 0));
+  // RPCJOB_BENCH_BREAKDOWN=1: where each timed iteration's host time goes, on stderr
+  // (phases end when the host moves on; GPU work may still be queued).
+  const bool breakdown = std::getenv("RPCJOB_BENCH_BREAKDOWN") != nullptr;
+  const bool onStreams = std::getenv("RPCJOB_BENCH_ON_STREAMS") != nullptr;
+  constexpr int kPhases = 6;
+  static const char* kNames[kPhases] = {"context", "local forward", "rpcSync forward",
+                                        "y.sum()", "dist backward", "context release"};
+  std::vector<std::array<double, kPhases>> phases;
   auto iteration = [&, lw = lw, lb = lb] {
-    dist::Context ctx(rt);
-    at::Tensor h = at::linear(x, lw, lb);
-    at::Tensor y = rt.rpcSync("w1", "gag.forward", {cpuMode ? h.cpu() : h}).toTensor();
-    dist::backward(rt, ctx.id(), {y.sum()});
+    std::array<Clock::time_point, kPhases + 1> t;
+    t[0] = Clock::now();
+    {
+      dist::Context ctx(rt);
+      t[1] = Clock::now();
+      at::Tensor h = at::linear(x, lw, lb);
+      at::Tensor sent = cpuMode ? h.cpu() : h;
+      t[2] = Clock::now();
+      // RPCJOB_BENCH_ON_STREAMS=1: the call's CUDA result waited on by the current
+      // stream, not the host (what PyTorch's rpc_sync does with a CUDA future).
+      at::Tensor y = onStreams
+                         ? rt.rpcAsync("w1", "gag.forward", {sent}).valueOnStreams().toTensor()
+                         : rt.rpcSync("w1", "gag.forward", {sent}).toTensor();
+      t[3] = Clock::now();
+      at::Tensor loss = y.sum();
+      t[4] = Clock::now();
+      dist::backward(rt, ctx.id(), {loss});
+      t[5] = Clock::now();
+    }
+    t[6] = Clock::now();
+    std::array<double, kPhases> d;
+    for (int k = 0; k < kPhases; ++k) d[k] = seconds(t[k + 1] - t[k]);
+    phases.push_back(d);
   };
   iteration();
   c10::cuda::getCurrentCUDAStream(0).synchronize();
+  phases.clear();
   auto t0 = Clock::now();
   for (int i = 0; i < 10; ++i) iteration();
   c10::cuda::getCurrentCUDAStream(0).synchronize();
-  return seconds(Clock::now() - t0);
+  double total = seconds(Clock::now() - t0);
+  if (breakdown) {
+    std::fprintf(stderr, "recipe %s RPC, 10 iterations in %.4f s; per iteration (ms):\n",
+                 cpuMode ? "CPU" : "CUDA", total);
+    for (int k = 0; k < kPhases; ++k) {
+      std::fprintf(stderr, "  %-16s", kNames[k]);
+      for (const auto& d : phases) std::fprintf(stderr, " %7.3f", d[k] * 1e3);
+      std::fprintf(stderr, "\n");
+    }
+  }
+  return total;
 }
 
 double pct(const std::vector<double>& v, double p) {
@@ -119,9 +161,12 @@ int main() {
   at::Tensor mb4 = at::ones({1000 * 1000}, opts);
   at::Tensor mb400 = at::ones({100 * 1000 * 1000}, opts);
   c10::cuda::device_synchronize();  // set-up only, outside every measurement
-  auto s = roundTrips(rt, small, 200, 3000);
-  auto r4 = roundTrips(rt, mb4, 20, 200);
-  auto r400 = roundTrips(rt, mb400, 5, 40);
+  // RPCJOB_BENCH_ONLY=recipe: the recipe alone (the other figures print as 0).
+  const char* only = std::getenv("RPCJOB_BENCH_ONLY");
+  const bool all = only == nullptr || std::string(only) != "recipe";
+  auto s = all ? roundTrips(rt, small, 200, 3000) : std::vector<double>{0};
+  auto r4 = all ? roundTrips(rt, mb4, 20, 200) : std::vector<double>{0};
+  auto r400 = all ? roundTrips(rt, mb400, 5, 40) : std::vector<double>{1};
   // Model split: forward only (the recipe below adds the backward pass).
   at::manual_seed(0);
   at::Tensor w0 = at::randn({1000, 1000}, opts) * 0.03;
@@ -136,7 +181,7 @@ int main() {
   double split = seconds(Clock::now() - t0);
   double recipeCpu = recipe(rt, /*cpuMode=*/true);
   double recipeCuda = recipe(rt, /*cpuMode=*/false);
-  auto raw400 = rawRoundTrips(mb400, peer, 3, 20);
+  auto raw400 = all ? rawRoundTrips(mb400, peer, 3, 20) : std::vector<double>{1};
   std::printf(
       "{\"impl\": \"rpcjob\", \"devices\": \"cuda:0->%s\", \"channel\": \"%s\", \"small_p50_us\": "
       "%.1f, \"small_p99_us\": %.1f, "

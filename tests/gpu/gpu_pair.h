@@ -81,6 +81,9 @@ inline void registerGpuFunctions(runtime::Runtime& rt) {
   rt.registerFunction("device_of", [](const CallInfo&, std::vector<c10::IValue> args) {
     return c10::IValue(args[0].toTensor().device().str());
   });
+  rt.registerFunction("is_pinned", [](const CallInfo&, std::vector<c10::IValue> args) {
+    return c10::IValue(args[0].toTensor().is_pinned());
+  });
   rt.registerFunction("make_on", [](const CallInfo&, std::vector<c10::IValue> args) {
     auto device = c10::Device(args[0].toStringRef());
     return c10::IValue(at::full({1024}, args[1].toDouble(), at::TensorOptions().device(device)));

@@ -180,6 +180,25 @@ TEST(Values, ExactAcrossDevices) {
       sameValues(pair.rt().rpcSync("w1", runtime::kBuiltinEcho, {strided}).toTensor(), strided));
 }
 
+// Host tensors received by a process that already uses a GPU land in page-locked
+// memory (moving them to the GPU is one DMA), both ways, with exact values.
+TEST(Values, HostTensorsArrivePinnedWhereAGpuIsInUse) {
+  devicesUsed(pairDevices());
+  gpu::Pair pair({{"cuda:0", gpu::cudaName(workerGpu())}}, "", "");
+  pair.start();
+  auto& rt = pair.rt();
+  // Both processes use their GPU from here on (a CUDA primary context exists).
+  rt.rpcSync("w1", "make_on", {gpu::cudaName(workerGpu()), 1.0});
+  at::ones({1}, at::TensorOptions().device(at::kCUDA, 0));
+  at::Tensor h = at::arange(0, 1 << 20, at::kFloat);
+  EXPECT_TRUE(rt.rpcSync("w1", "is_pinned", {h}).toBool());
+  at::Tensor back = rt.rpcSync("w1", runtime::kBuiltinEcho, {h}).toTensor();
+  EXPECT_TRUE(back.device().is_cpu());
+  EXPECT_TRUE(back.is_pinned());
+  EXPECT_TRUE(at::equal(back, h));
+  EXPECT_TRUE(at::equal(back.to(at::kCUDA).cpu(), h));
+}
+
 TEST(Streams, KernelAfterNonBlockingWaitSeesTheData) {
   devicesUsed(pairDevices());
   gpu::Pair pair({{"cuda:0", gpu::cudaName(workerGpu())}}, "", "");

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "autograd/container.h"
+#include "autograd/gradient_wire.h"
 #include "autograd/tensor_walk.h"
 #include "autograd_functions.h"
 #include "cluster.h"
@@ -101,6 +102,45 @@ TEST(TensorWalkTest, FindsAndReplacesTensorsInOrder) {
   ASSERT_EQ(items.size(), 6u);
   EXPECT_EQ(items[2].toInt(), 7);
   EXPECT_TRUE(items[5].isNone());
+}
+
+// An expanded gradient (sum()'s) travels as its compact form and its sizes and
+// comes back equal; a dense one travels as it is; malformed items are refused.
+TEST(GradientWireTest, ExpandedGradientsTravelCompact) {
+  namespace ag = runtime::autograd;
+  const c10::Device cpu("cpu");
+  at::Tensor scalar = at::full({}, 2.5).expand({1000, 1000});
+  c10::IValue packed = ag::packGradient(scalar);
+  ASSERT_TRUE(packed.isTuple());
+  EXPECT_EQ(packed.toTupleRef().elements()[0].toTensor().numel(), 1);
+  at::Tensor back = ag::unpackGradient(packed, cpu);
+  EXPECT_EQ(back.sizes(), scalar.sizes());
+  EXPECT_TRUE(at::equal(back, scalar));
+
+  at::Tensor column = at::arange(3, at::kFloat).reshape({3, 1}).expand({3, 4});
+  packed = ag::packGradient(column);
+  ASSERT_TRUE(packed.isTuple());
+  EXPECT_EQ(packed.toTupleRef().elements()[0].toTensor().sizes(), at::IntArrayRef({3, 1}));
+  EXPECT_TRUE(at::equal(ag::unpackGradient(packed, cpu), column));
+
+  at::Tensor dense = at::randn({3, 4});
+  packed = ag::packGradient(dense);
+  ASSERT_TRUE(packed.isTensor());
+  EXPECT_TRUE(packed.toTensor().is_same(dense));
+  EXPECT_TRUE(at::equal(ag::unpackGradient(packed, cpu), dense));
+
+  auto sizes = [](std::vector<int64_t> v) {
+    return Tuple::create(std::vector<c10::IValue>(v.begin(), v.end()));
+  };
+  EXPECT_THROW(ag::unpackGradient(Tuple::create({at::ones({1, 1}), sizes({5})}), cpu),
+               std::invalid_argument);
+  EXPECT_THROW(ag::unpackGradient(Tuple::create({at::ones({2, 1}), sizes({3, 4})}), cpu),
+               std::invalid_argument);
+  EXPECT_THROW(ag::unpackGradient(Tuple::create({at::ones({1}), sizes({-1})}), cpu),
+               std::invalid_argument);
+  EXPECT_THROW(ag::unpackGradient(Tuple::create({int64_t{1}, sizes({1})}), cpu),
+               std::invalid_argument);
+  EXPECT_THROW(ag::unpackGradient(c10::IValue(std::string("g")), cpu), std::invalid_argument);
 }
 
 TEST(DistAutogradTest, TwoWorkerSplitMatchesLocalGradients) {
@@ -236,6 +276,10 @@ TEST(DistAutogradTest, RetainGraphAccumulatesAndBadGradientsAreRefused) {
                  runtime::RpcError);
     EXPECT_THROW(rt.rpcSync("w1", "rpcjob.autograd.gradients",
                             {ctx.id(), int64_t{1}, Tuple::create({at::ones({5, 5})})}),
+                 runtime::RpcError);
+    EXPECT_THROW(rt.rpcSync("w1", "rpcjob.autograd.gradients",
+                            {ctx.id(), int64_t{1},
+                             Tuple::create({Tuple::create({at::ones({1, 1}), int64_t{3}})})}),
                  runtime::RpcError);
     EXPECT_THROW(dist::backward(rt, ctx.id(), {x}), runtime::RpcError);  // no grad required
   }

@@ -333,9 +333,14 @@ std::string prepareRead(const tensorpipe::Descriptor& descriptor, IncomingMessag
       continue;
     }
 #endif
-    at::Tensor t = d.length >= kLargeReceive
-                       ? largeReceiveTensor(meta.sizes, dtype, d.length)
-                       : at::empty(meta.sizes, at::TensorOptions().dtype(dtype));
+    at::Tensor t;
+#if RPCJOB_WITH_CUDA
+    t = cuda::pinnedHostTensor(meta.sizes, dtype, d.length);
+#endif
+    if (!t.defined()) {
+      t = d.length >= kLargeReceive ? largeReceiveTensor(meta.sizes, dtype, d.length)
+                                    : at::empty(meta.sizes, at::TensorOptions().dtype(dtype));
+    }
     allocation.tensors.push_back({tensorpipe::CpuBuffer{t.data_ptr()}});
     in.tensors.push_back(std::move(t));
   }

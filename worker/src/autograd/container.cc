@@ -9,6 +9,7 @@
 #include <atomic>
 #include <unordered_set>
 
+#include "autograd/gradient_wire.h"
 #include "autograd/stream_handoff.h"
 #include "autograd/tensor_walk.h"
 #include "future_state.h"
@@ -284,7 +285,7 @@ Future Container::propagate(const std::shared_ptr<ContextState>& ctx,
     for (uint32_t i = 0; i < recv->num_inputs(); ++i) {
       const at::Tensor& g = captured.at(k++);
       any = any || g.defined();
-      gs.push_back(g.defined() ? c10::IValue(g) : c10::IValue());
+      gs.push_back(g.defined() ? packGradient(g) : c10::IValue());
     }
     if (!any) continue;
     wire::Header h;
@@ -316,12 +317,10 @@ Future Container::onGradients(int64_t id, int64_t sendId, const c10::IValue& gra
   for (size_t i = 0; i < items.size(); ++i) {
     if (items[i].isNone()) {
       gs.emplace_back();
-    } else if (!items[i].isTensor()) {
-      throw std::invalid_argument("a gradient is not a tensor");
     } else {
       // Where the tensor was sent from (the forward's device map, reversed);
       // a no-op when the call's own map brought it there.
-      gs.push_back(items[i].toTensor().to(record->devices[i], /*non_blocking=*/true));
+      gs.push_back(unpackGradient(items[i], record->devices[i]));
     }
   }
   return propagate(ctx, record->edges, std::move(gs));

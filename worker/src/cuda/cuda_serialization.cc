@@ -2,10 +2,12 @@
 
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <tensorpipe/tensorpipe.h>
 #include <tensorpipe/tensorpipe_cuda.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -111,6 +113,21 @@ bool fillTensor(const OutgoingMessage& out, size_t index, void* tensorpipeTensor
                                     static_cast<cudaStream_t>(out.streams[index])};
   t.targetDevice = tensorpipe::Device{tensorpipe::kCudaDeviceType, out.targets[index]};
   return true;
+}
+
+at::Tensor pinnedHostTensor(const std::vector<int64_t>& sizes, c10::ScalarType dtype,
+                            size_t bytes) {
+  static const bool enabled = [] {
+    const char* env = std::getenv("RPCJOB_PINNED_RECEIVE");
+    return env == nullptr || std::string(env) != "0";
+  }();
+  if (!enabled || bytes == 0 || bytes > kPinnedReceiveBytes || deviceCount() == 0) return {};
+  if (!c10::cuda::getDeviceIndexWithPrimaryContext().has_value()) return {};
+  try {
+    return at::empty(sizes, at::TensorOptions().dtype(dtype).pinned_memory(true));
+  } catch (const std::exception&) {
+    return {};  // no page-locked memory to be had: pageable memory does as well
+  }
 }
 
 std::string allocate(const void* descriptorTensor, const wire::TensorMeta& meta,

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <string>
+#include <vector>
 
 #include "header_codec.h"
 #include "serialization.h"
@@ -33,6 +34,15 @@ bool fillTensor(const OutgoingMessage& out, size_t index, void* tensorpipeTensor
 std::string allocate(const void* descriptorTensor, const wire::TensorMeta& meta,
                      c10::ScalarType dtype, IncomingMessage& in,
                      tensorpipe::Allocation& allocation);
+// prepareRead, a tensor bound for host memory here: page-locked memory from
+// PyTorch's caching host allocator, when this process already uses a GPU (a CUDA
+// primary context exists: nothing initializes CUDA for a CPU-only worker) and the
+// tensor is at most kPinnedReceiveBytes. Moving it to a GPU is then one DMA, not a
+// copy staged through the driver's bounce buffers, and its block is reused rather
+// than faulted in afresh per message. Undefined when not (RPCJOB_PINNED_RECEIVE=0
+// turns it off).
+inline constexpr size_t kPinnedReceiveBytes = size_t{64} << 20;
+at::Tensor pinnedHostTensor(const std::vector<int64_t>& sizes, c10::ScalarType dtype, size_t bytes);
 // decodeValue, before decoding: moves host-received tensors to their devices
 // and records one event per device on the receive streams into in.events.
 void finishRead(IncomingMessage& in);
