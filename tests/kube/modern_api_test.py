@@ -361,7 +361,8 @@ def run(source, script, state):
     env = dict(os.environ, RPCJOB_KUBE_OWNER_PID=str(os.getpid()))
     subprocess.run([script, "start", state], check=True, env=env)
     conf = dict(line.split("=", 1) for line in open(f"{state}/env").read().split())
-    kube = [conf["KUBECTL"], f"--kubeconfig={state}/kubeconfig"]
+    # Its discovery cache in the state folder, not ~/.kube.
+    kube = [conf["KUBECTL"], f"--kubeconfig={state}/kubeconfig", f"--cache-dir={state}/kubectl-cache"]
 
     def kubectl(*args):
         return subprocess.run(kube + list(args), capture_output=True, text=True, timeout=60)
