@@ -114,21 +114,27 @@ def setter(*edits):
 # A refusal case: the rule it breaks (schema path, message), the field the error must
 # name, a name for the valid object it starts from, and the change that breaks the
 # rule. update=False only where an update cannot break the rule (why is in `note`);
-# apply_refused: what server-side apply says where it refuses before validation.
+# apply_refused: what server-side apply says where it refuses before validation;
+# accept: (name, change) just inside the rule's bound, which must be accepted, so a
+# rule stricter than it says fails too.
 ROOT_NAME = "metadata.name must be a DNS label starting with a letter (it names the Service and pods)"
 CASES = [
     dict(rule=("", ROOT_NAME), field=None, name="9lives", mutate=lambda o: o, update=False,
+         accept=("a-9", lambda o: o),
          note="metadata.name is immutable; the schema gives metadata no properties, so no fieldPath"),
     dict(rule=("", ROOT_NAME), field=None, name="job.v2", mutate=lambda o: o, update=False,
          note="a DNS subdomain (accepted by Kubernetes' own name check) but not a label"),
     # 40 + 20 + len("99") + 2 = 64 > 63; the starting object has 40 + 6 + 1 + 2 = 49.
     dict(rule=("", "pod names <job>-<group>-<index> must be at most 63 characters"),
          field="spec.workers", name="n" * 40,
-         mutate=setter((("spec", "workers", 0), {"name": "g" * 20, "replicas": 100}))),
+         mutate=setter((("spec", "workers", 0), {"name": "g" * 20, "replicas": 100})),
+         accept=("n" * 40, setter((("spec", "workers", 0), {"name": "g" * 20, "replicas": 10})))),
     dict(rule=("", "gpusPerWorker must be 0 or 1 when workers share GPUs (spec.placement.workersPerGpu > 1)"),
          field="spec.placement.workersPerGpu", name="share-gpus",
          mutate=setter((("spec", "placement"), {"workersPerPod": "Auto", "workersPerGpu": 2}),
-                       (("spec", "workers", 0, "gpusPerWorker"), 2))),
+                       (("spec", "workers", 0, "gpusPerWorker"), 2)),
+         accept=("share-gpus", setter((("spec", "placement"), {"workersPerPod": "Auto", "workersPerGpu": 2}),
+                                      (("spec", "workers", 0, "gpusPerWorker"), 1)))),
     dict(rule=("spec.workers", "worker group names must be unique"), field="spec.workers",
          name="dup-groups", mutate=setter((("spec", "workers", 1, "name"), "worker")),
          # Server-side apply merges list-map entries by key, so it refuses a duplicate
@@ -136,10 +142,13 @@ CASES = [
          apply_refused="duplicate entries for key"),
     dict(rule=("spec.workers", "a job has at most 1024 workers"), field="spec.workers",
          name="too-many", mutate=setter((("spec", "workers", 0, "replicas"), 1000),
-                                        (("spec", "workers", 1, "replicas"), 25))),
+                                        (("spec", "workers", 1, "replicas"), 25)),
+         accept=("too-many", setter((("spec", "workers", 0, "replicas"), 1000),
+                                    (("spec", "workers", 1, "replicas"), 24)))),
     dict(rule=("spec.workers[].name", "must be a DNS label starting with a letter"),
          field="spec.workers[1].name", name="group-name",
-         mutate=setter((("spec", "workers", 1, "name"), "9ps"))),
+         mutate=setter((("spec", "workers", 1, "name"), "9ps")),
+         accept=("group-name", setter((("spec", "workers", 1, "name"), "p9-x")))),
     dict(rule=("spec.workers[].name", "must be a DNS label starting with a letter"),
          field="spec.workers[1].name", name="group-name-dash",
          mutate=setter((("spec", "workers", 1, "name"), "ps-"))),
@@ -154,7 +163,8 @@ CASES = [
          mutate=setter((("spec", "placement"), {"workersPerGpu": 2}))),
     dict(rule=("spec.placement.workersPerGpu", "workersPerGpu must be 1..16"),
          field="spec.placement.workersPerGpu", name="wpg-17",
-         mutate=setter((("spec", "placement"), {"workersPerPod": "Auto", "workersPerGpu": 17}))),
+         mutate=setter((("spec", "placement"), {"workersPerPod": "Auto", "workersPerGpu": 17})),
+         accept=("wpg-17", setter((("spec", "placement"), {"workersPerPod": "Auto", "workersPerGpu": 16})))),
     dict(rule=("spec.placement.workersPerGpu", "workersPerGpu must be 1..16"),
          field="spec.placement.workersPerGpu", name="wpg-0",
          mutate=setter((("spec", "placement"), {"workersPerGpu": 0}))),
@@ -221,6 +231,11 @@ def check_rules(api, crd):
 
     for c in CASES:
         msg = c["rule"][1]
+        if "accept" in c:
+            name, mutate = c["accept"]
+            status, body = api.create(mutate(job(name)))
+            check(status == 201, f"accepted at the bound: {name} ({msg})", json.dumps(body)[:400])
+            api.delete(name)
         bad = c["mutate"](job(c["name"]))
         ok, why = names_field(*api.create(bad), c["field"], msg)
         check(ok, f"create refused: {c['name']} -> {c['field'] or '<root>'}: {msg}", why)
