@@ -100,7 +100,7 @@ def job(name, workers=None, **spec):
 
 
 def setter(*edits):
-    """A mutation: each edit is (path tuple, value); value None deletes."""
+    """A mutation: each edit sets the value at a path of keys and list indices."""
     def mutate(obj):
         for path, value in edits:
             node = obj
@@ -112,7 +112,8 @@ def setter(*edits):
 
 
 # A refusal case: the rule it breaks (schema path, message), the field the error must
-# name, a name for the valid object it starts from, and the change that breaks the
+# name (None: the root, for the rule that cannot have a fieldPath), a name for the
+# valid object it starts from, and the change that breaks the
 # rule. update=False only where an update cannot break the rule (why is in `note`);
 # apply_refused: what server-side apply says where it refuses before validation;
 # accept: (name, change) just inside the rule's bound, which must be accepted, so a
