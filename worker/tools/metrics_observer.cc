@@ -205,6 +205,10 @@ void MetricsObserver::serverCallFinished(const std::string& function, const std:
   end(function, &Function::server, status, token, now);
 }
 
+void MetricsObserver::handshakeFailed(const char* reason) {
+  rpc_.handshakeFailed(reason);
+}
+
 void MetricsObserver::pipeOpened(const std::string& peer, std::chrono::nanoseconds handshake) {
   rpc_.pipeOpened(peer, seconds(handshake));
 }
