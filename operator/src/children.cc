@@ -4,6 +4,7 @@
 
 #include "json_util.h"
 #include "rpcjob/assignment/environment.h"
+#include "rpcjob/operator/job_security.h"
 
 namespace rpcjob::op {
 namespace {
@@ -84,6 +85,7 @@ void makeWorkerContainer(value& c, const JobRef& job, const WorkerEntry& e, int 
       {kEnvNamespace, job.ns},
       {kEnvAssignmentPath, kAssignmentPath},
       {kEnvMetricsPort, std::to_string(e.metricsPort)},
+      {kEnvSecretFile, kSecretPath},  // job_security.h
   };
   value newEnv = value::array();
   for (const auto& [name, val] : env) {
@@ -238,6 +240,7 @@ std::string podJson(const JobRef& job, const api::RpcJobSpec& spec, const planne
   }
   for (size_t i = 0; i < containers.size(); ++i) {
     addMount(containers[i], kAssignmentVolume, kAssignmentDir, true);
+    addMount(containers[i], kSecretVolume, kSecretDir, true);
     if (pod.shmVolume) addMount(containers[i], kShmVolume, "/dev/shm", false);
   }
   podSpec["containers"] = containers;
@@ -247,6 +250,11 @@ std::string podJson(const JobRef& job, const api::RpcJobSpec& spec, const planne
   cmVolume["name"] = str(kAssignmentVolume);
   cmVolume["configMap"]["name"] = str(assignmentConfigMapName(job.name));
   push(volumes, cmVolume);
+  value secretVolume = value::object();  // the job's Secret (job_security.h)
+  secretVolume["name"] = str(kSecretVolume);
+  secretVolume["secret"]["secretName"] = str(jobSecretName(job.name));
+  secretVolume["secret"]["defaultMode"] = value::number(0440);
+  push(volumes, secretVolume);
   if (pod.shmVolume) {
     value shm = value::object();
     shm["name"] = str(kShmVolume);

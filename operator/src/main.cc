@@ -48,7 +48,8 @@ struct Flags {
   std::string id;
   int workers = 2;
   std::string metricsAddress = "0.0.0.0";
-  int metricsPort = 8080;  // 0: any free port (logged); -1: no HTTP server
+  int metricsPort = 8080;                  // 0: any free port (logged); -1: no HTTP server
+  op::NetworkPolicyOptions networkPolicy;  // job_security.h
 };
 
 void usage(std::FILE* out) {
@@ -57,7 +58,8 @@ void usage(std::FILE* out) {
                "                       [--leader-election-namespace NS] [--lease-name NAME]\n"
                "                       [--id ID]\n"
                "                       [--workers N] [--metrics-address IP] [--metrics-port N]\n"
-               "                       [-v] [--version]\n"
+               "                       [--network-policy=true|false]\n"
+               "                       [--network-policy-metrics-from JSON] [-v] [--version]\n"
                "Without --kubeconfig: $KUBECONFIG, then the in-cluster service account,\n"
                "then ~/.kube/config. Without --namespace: all namespaces.\n");
 }
@@ -120,6 +122,21 @@ int main(int argc, char** argv) {
       flags.metricsAddress = value("--metrics-address");
     } else if (is("--metrics-port")) {
       flags.metricsPort = std::atoi(value("--metrics-port").c_str());
+    } else if (is("--network-policy")) {
+      const std::string v = a == "--network-policy" ? "true" : value("--network-policy");
+      if (v != "true" && v != "false") {
+        std::fprintf(stderr, "rpcjob-operator: --network-policy takes true or false\n");
+        return 2;
+      }
+      flags.networkPolicy.enabled = v == "true";
+    } else if (is("--network-policy-metrics-from")) {
+      flags.networkPolicy.metricsFrom = value("--network-policy-metrics-from");
+      try {
+        op::networkPolicyJson({"j", "n", "u"}, {1}, flags.networkPolicy);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rpcjob-operator: --network-policy-metrics-from: %s\n", e.what());
+        return 2;
+      }
     } else if (is("--workers")) {
       flags.workers = std::atoi(value("--workers").c_str());
     } else {
@@ -150,6 +167,7 @@ int main(int argc, char** argv) {
 
   op::JobReconciler reconciler(client,
                                std::make_shared<kube::EventRecorder>(client, "rpcjob-operator"));
+  reconciler.setNetworkPolicy(flags.networkPolicy);
   op::OperatorMetrics metrics;
   op::ControllerOptions co;
   co.ns = flags.ns;

@@ -21,6 +21,7 @@
 #include "rpcjob/assignment/assignment.h"
 #include "rpcjob/assignment/pair_links.h"
 #include "rpcjob/operator/client.h"
+#include "rpcjob/operator/config.h"
 
 namespace rpcjob::kube {
 namespace {
@@ -214,8 +215,31 @@ TEST_F(E2e, JobGetsServiceConfigMapPodsAndStatusThenRunsAndSucceeds) {
   EXPECT_EQ(a.byRank(0)->name, "master");
   EXPECT_EQ(deviceMapsOf(a, "master").size(), 5u) << "a device map to every GPU peer";
   EXPECT_EQ(a.byName("master")->address, "train-master-0.train." + ns_ + ".svc:29500");
+  // The job's Secret: random, owned by the job, never in the operator's log.
+  Object secret = client_->get(r::kSecrets, ns_, "train-rpc-secret");
+  ASSERT_NE(secret.metadata.controllerRef(), nullptr);
+  const std::string key = base64Decode(jsonString(secret.json, "/data/secret").value_or(""));
+  EXPECT_EQ(key.size(), 64u) << "256 random bits as hex";
+  EXPECT_EQ(key.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_EQ(op.log().find(key), std::string::npos) << "the operator logged the job's secret";
+  // Its NetworkPolicy: the job's pods admit the job's pods (and the metrics scraper).
+  Object policy = client_->get(r::kNetworkPolicies, ns_, "train-rpc");
+  ASSERT_NE(policy.metadata.controllerRef(), nullptr);
+  EXPECT_EQ(jsonString(policy.json, "/spec/podSelector/matchLabels/rpcjob.dev~1job-name"), "train");
+  EXPECT_EQ(jsonString(policy.json,
+                       "/spec/ingress/0/from/0/podSelector/matchLabels/rpcjob.dev~1job-name"),
+            "train");
   std::set<std::string> nodesUsed;
   for (const auto& p : pods("train")) {
+    bool mounted = false;
+    for (int v = 0; v < 4; ++v) {
+      mounted |= jsonString(p.json, "/spec/volumes/" + std::to_string(v) + "/secret/secretName") ==
+                 "train-rpc-secret";
+    }
+    EXPECT_TRUE(mounted) << p.metadata.name << " does not mount the job's Secret";
+    EXPECT_NE(p.json.find(R"({"name":"RPCJOB_SECRET_FILE","value":"/var/run/rpcjob/secret"})"),
+              std::string::npos)
+        << p.metadata.name;
     const WorkerEntry* e = nullptr;
     for (const auto& w : a.workers) e = w.pod == p.metadata.name ? &w : e;
     ASSERT_NE(e, nullptr) << p.metadata.name;
@@ -452,13 +476,16 @@ TEST_F(E2e, DeletingTheJobRemovesItsChildren) {
   ASSERT_TRUE(eventuallyThroughApiErrors([&] { return pods("doomed").size() == 2; }, 30s))
       << op.log();
   client_->remove(r::kRpcJobs, ns_, "doomed", DeleteOptions{"Background", "", std::nullopt});
-  // Garbage collection (kube-controller-manager) follows the ownerReferences. It
+  // Garbage collection (kube-controller-manager) follows the ownerReferences (the
+  // Secret and NetworkPolicy too). It
   // learns a new CRD at its 30 s discovery resync: this test runs last, so the
   // control plane is old enough by then.
   EXPECT_TRUE(eventuallyThroughApiErrors(
       [&] {
         return pods("doomed").empty() && !client_->tryGet(r::kServices, ns_, "doomed") &&
-               !client_->tryGet(r::kConfigMaps, ns_, "doomed-assignment");
+               !client_->tryGet(r::kConfigMaps, ns_, "doomed-assignment") &&
+               !client_->tryGet(r::kSecrets, ns_, "doomed-rpc-secret") &&
+               !client_->tryGet(r::kNetworkPolicies, ns_, "doomed-rpc");
       },
       60s))
       << op.log();

@@ -1,9 +1,10 @@
 // A user's program learns who it is from its environment (Runtime::fromEnvironment),
 // so `rpcjob run` must give a process what the operator gives a pod's worker
 // container: the same variables with the same values, for every worker, with one
-// pod per worker and with workers sharing a pod. Two documented differences: the
+// pod per worker and with workers sharing a pod. Three documented differences: the
 // assignment file's path (the run directory locally, the mounted ConfigMap in a
-// pod) and RPCJOB_METRICS_FILE, which only `rpcjob run` sets (it reads the file
+// pod), the job secret's path likewise (the run directory, the mounted
+// Secret) and RPCJOB_METRICS_FILE, which only `rpcjob run` sets (it reads the file
 // back for its summary).
 
 #include <gmock/gmock.h>
@@ -16,6 +17,7 @@
 #include "rpcjob/api/parse.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/operator/children.h"
+#include "rpcjob/operator/job_security.h"
 #include "rpcjob/planner/cluster.h"
 #include "rpcjob/planner/endpoints.h"
 #include "rpcjob/planner/plan.h"
@@ -81,8 +83,8 @@ std::map<std::string, Env> podEnvironments(const api::RpcJob& job, const planner
 
 std::map<std::string, Env> localEnvironments(const api::RpcJob& job, const planner::Plan& plan) {
   std::map<std::string, Env> out;
-  const runner::Launches launches =
-      runner::buildLaunches(job, plan, {"/b/rpcjob-worker", "/run", "/run/assignment.yaml", "/m"});
+  const runner::Launches launches = runner::buildLaunches(
+      job, plan, {"/b/rpcjob-worker", "/run", "/run/assignment.yaml", "/m", "/run/secret"});
   for (const auto& w : launches.workers) {
     Env env;
     for (const auto& [name, value] : w.env) env[name] = value;  // the last one wins
@@ -112,8 +114,12 @@ TEST_P(IdentityEnvironment, IsThePodsUnderRpcjobRun) {
     EXPECT_EQ(podEnv[kEnvAssignmentPath], op::kAssignmentPath);
     EXPECT_EQ(processEnv[kEnvAssignmentPath], "/run/assignment.yaml");
     EXPECT_EQ(processEnv[kEnvMetricsFile], "/run/" + worker + ".metrics");
+    EXPECT_EQ(podEnv[kEnvSecretFile], op::kSecretPath);
+    EXPECT_EQ(processEnv[kEnvSecretFile], "/run/secret");
     podEnv.erase(kEnvAssignmentPath);
     processEnv.erase(kEnvAssignmentPath);
+    podEnv.erase(kEnvSecretFile);
+    processEnv.erase(kEnvSecretFile);
     processEnv.erase(kEnvMetricsFile);
     EXPECT_EQ(processEnv, podEnv);
     // What every worker must have, with the plan's values (not the template's).

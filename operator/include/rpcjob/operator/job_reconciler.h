@@ -22,6 +22,7 @@
 #include "rpcjob/operator/client.h"
 #include "rpcjob/operator/controller.h"
 #include "rpcjob/operator/events.h"
+#include "rpcjob/operator/job_security.h"
 
 namespace rpcjob::op {
 
@@ -33,6 +34,8 @@ class JobReconciler final : public Reconciler {
       Clock clock = [] { return std::chrono::system_clock::now(); });
 
   ReconcileResult reconcile(const std::string& jobKey, const Caches& caches) override;
+  // The NetworkPolicy created with each job (job_security.h); before the first reconcile.
+  void setNetworkPolicy(NetworkPolicyOptions options) { networkPolicy_ = std::move(options); }
 
  private:
   kube::ObjectPtr freshest(const std::string& key, kube::ObjectPtr cached);
@@ -42,6 +45,7 @@ class JobReconciler final : public Reconciler {
   Clock clock_;
   std::mutex mu_;
   std::map<std::string, kube::ObjectPtr> written_;  // key -> job as last written
+  NetworkPolicyOptions networkPolicy_;
 };
 
 }  // namespace rpcjob::op
