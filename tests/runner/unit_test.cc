@@ -308,8 +308,8 @@ spec:
   const planner::Plan plan =
       planner::planJob(parsed.job, planner::localCluster(0, 4000, int64_t{8} << 30), options);
   ASSERT_TRUE(plan.planned()) << plan.message;
-  const Launches l =
-      buildLaunches(parsed.job, plan, {"/b/rpcjob-worker", "/run", "/run/a.yaml", "/jobs/mine", ""});
+  const Launches l = buildLaunches(parsed.job, plan,
+                                   {"/b/rpcjob-worker", "/run", "/run/a.yaml", "/jobs/mine", ""});
   ASSERT_EQ(l.workers.size(), 3u);
   EXPECT_THAT(l.workers[0].argv, ElementsAre("/jobs/mine/build/my-program", "--flag", "x/y"));
   EXPECT_THAT(l.workers[1].argv, ElementsAre("my-program"));
