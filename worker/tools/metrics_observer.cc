@@ -205,6 +205,7 @@ void MetricsObserver::serverCallFinished(const std::string& function, const std:
   end(function, &Function::server, status, token, now);
 }
 
+// Not paused with the recorder: a security signal, not a performance figure.
 void MetricsObserver::handshakeFailed(const char* reason) {
   rpc_.handshakeFailed(reason);
 }
