@@ -64,7 +64,7 @@ struct RuntimeOptions {
   std::string secret;
   // How long an accepted or dialled pipe may take to authenticate before it is
   // closed (RPCJOB_HANDSHAKE_TIMEOUT_MS).
-  std::chrono::milliseconds handshakeTimeout{10000};
+  std::chrono::milliseconds handshakeTimeout{30000};
 };
 
 // RuntimeOptions settings from the environment, applied to `options`:
