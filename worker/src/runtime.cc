@@ -134,6 +134,7 @@ void RuntimeImpl::registerFunction(const std::string& name, Function fn, AsyncFu
 
 void RuntimeImpl::start() {
   if (started_.exchange(true)) throw std::logic_error("start() called twice");
+  startGate();
 #if RPCJOB_WITH_CUDA
   {
     std::vector<std::string> names;
@@ -177,7 +178,6 @@ void RuntimeImpl::start() {
     peer->url = "uv://" + resolveHost(peerHost) + ":" + peerPort;
     peers_.push_back(std::move(peer));
   }
-  startGate();
   timeoutThread_ = std::thread([this] { timeoutLoop(); });
   acceptLoop();
   if (!options_.eagerPipes) return;

@@ -156,7 +156,7 @@ class RuntimeImpl {
                      std::shared_ptr<WriteQueue> writes);
   // runtime_auth.cc: the gate when a secret is set (else a warning), and what a
   // refused handshake with `peer` does: count and log it, then `then(why)`.
-  void startGate();
+  void startGate();  // first in start(): a bad secret fails before anything listens
   auth::PipeGate::Refused handshakeRefused(const std::string& peer,
                                            std::function<void(const std::string&)> then);
   // Writes `message` now, or queues it behind the writes in flight. `onError`

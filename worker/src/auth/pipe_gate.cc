@@ -114,13 +114,14 @@ PipeGate::PipeGate(std::string secret, std::string self, std::chrono::millisecon
 PipeGate::~PipeGate() = default;
 
 std::shared_ptr<PipeGate::Attempt> PipeGate::begin(std::shared_ptr<tensorpipe::Pipe> pipe,
-                                                   Admitted admitted, Refused refused) {
+                                                   Admitted admitted, Refused refused,
+                                                   bool watchNow) {
   auto attempt = std::make_shared<Attempt>();
   attempt->secret = std::make_shared<const std::string>(secret_);
   attempt->pipe = std::move(pipe);
   attempt->admitted = std::move(admitted);
   attempt->refused = std::move(refused);
-  watchdog_->watch(std::chrono::steady_clock::now() + bound_, attempt);
+  if (watchNow) watchdog_->watch(std::chrono::steady_clock::now() + bound_, attempt);
   return attempt;
 }
 
@@ -170,7 +171,7 @@ void PipeGate::writeStep(const std::shared_ptr<Attempt>& attempt, std::string me
 void PipeGate::admitServer(std::shared_ptr<tensorpipe::Pipe> pipe, Admitted admitted,
                            Refused refused) {
   const std::string peer = pipe->getRemoteName();
-  auto attempt = begin(std::move(pipe), std::move(admitted), std::move(refused));
+  auto attempt = begin(std::move(pipe), std::move(admitted), std::move(refused), true);
   attempt->server.emplace(*attempt->secret, self_);
   readStep(attempt, [attempt, peer](const std::string& hello) {
     Failure why = Failure::kMalformed;
@@ -194,9 +195,24 @@ void PipeGate::admitServer(std::shared_ptr<tensorpipe::Pipe> pipe, Admitted admi
 
 void PipeGate::admitClient(std::shared_ptr<tensorpipe::Pipe> pipe, const std::string& server,
                            Admitted admitted, Refused refused) {
-  auto attempt = begin(std::move(pipe), std::move(admitted), std::move(refused));
+  // The bound starts once our hello is out, i.e. once TensorPipe connected: a
+  // peer not listening yet, or a connection slow to establish on a loaded
+  // machine, is the dialler's start-up timeout's business, not a stalled handshake.
+  auto attempt = begin(std::move(pipe), std::move(admitted), std::move(refused), false);
   attempt->client.emplace(*attempt->secret, self_, server);
-  writeStep(attempt, attempt->client->hello());
+  if (auto live = attempt->livePipe()) {
+    tensorpipe::Message hello;
+    hello.metadata = attempt->client->hello();
+    std::weak_ptr<Watchdog> watchdog = watchdog_;
+    const auto bound = bound_;
+    live->write(std::move(hello), [attempt, watchdog, bound](const tensorpipe::Error& error) {
+      if (error) {
+        attempt->fail(Failure::kClosed, error.what());
+      } else if (auto w = watchdog.lock()) {
+        w->watch(std::chrono::steady_clock::now() + bound, attempt);
+      }
+    });
+  }
   readStep(attempt, [attempt](const std::string& challenge) {
     Failure why = Failure::kMalformed;
     auto proof = attempt->client->onChallenge(challenge.data(), challenge.size(), why);

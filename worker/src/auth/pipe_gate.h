@@ -4,6 +4,8 @@
 // secret. Until then only handshake-sized messages without payloads or tensors
 // are read (nothing else is allocated or dispatched). A pipe whose handshake
 // fails, or is not over within the bound, is closed and `refused` is told why.
+// The bound runs from accept on the accepting side, and from when the hello
+// went out (TensorPipe connected) on the dialling side.
 
 #include <chrono>
 #include <functional>
@@ -38,8 +40,9 @@ class PipeGate {
  private:
   struct Attempt;
   class Watchdog;
+  // `watchNow`: the bound starts now (else the caller starts it).
   std::shared_ptr<Attempt> begin(std::shared_ptr<tensorpipe::Pipe> pipe, Admitted admitted,
-                                 Refused refused);
+                                 Refused refused, bool watchNow);
   static void readStep(const std::shared_ptr<Attempt>& attempt,
                        std::function<void(const std::string& metadata)> next);
   static void writeStep(const std::shared_ptr<Attempt>& attempt, std::string metadata);
