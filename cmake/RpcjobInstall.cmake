@@ -153,7 +153,7 @@ install(FILES ${PROJECT_BINARY_DIR}/generated/rpcjob/version.h
 install(EXPORT rpcjobTargets NAMESPACE rpcjob:: DESTINATION ${RPCJOB_CMAKE_DIR})
 
 # What the package config finds again for the user (find_dependency): Torch, and
-# TensorPipe, yaml-cpp and CUDA only where a static runtime needs them at link
+# TensorPipe, yaml-cpp, OpenSSL's libcrypto and CUDA only where a static runtime needs them at link
 # time; the build's choices (static, CUDA) are recorded, not its paths.
 set(RPCJOB_SDK_WITH_CUDA ${RPCJOB_WITH_CUDA})
 # Debian's TensorPipe is a library of its own; PyTorch's is inside libtorch.
