@@ -6,11 +6,14 @@
 #   rpcjob::assignment  the worker table and the identity environment
 #                       (rpcjob/assignment/*.h); rpcjob::runtime links it
 #   rpcjob::version     rpcjob/version.h (RPCJOB_VERSION_STRING)
+#   rpcjob::telemetry   rpcjob's metrics for the user's program (rpcjob/telemetry/exporter.h):
+#                       /metrics and the final metrics file, as rpcjob-worker's
 #
-# plus, in a static build, the libraries rpcjob::runtime needs at link time only
-# (rpcjob::wire, rpcjob::cuda_kernels): never link those by name. Public headers
-# are the exported libraries' include/ folders; private ones (worker/src) are not
-# installed. Installed here, not in worker/CMakeLists.txt and
+# plus, in a static build, the libraries those need at link time only
+# (rpcjob::wire, rpcjob::cuda_kernels, rpcjob::metrics, rpcjob::instrument):
+# never link those by name. Public headers are the include/ folders of the
+# libraries reached through public links; private ones (worker/src) and those of
+# link-time-only libraries are not installed. Installed here, not in worker/CMakeLists.txt and
 # assignment/CMakeLists.txt, so that those stay about building.
 #
 # Layout under the prefix: include/rpcjob/{runtime,assignment}/, include/rpcjob/version.h,
@@ -85,46 +88,137 @@ foreach(lib IN LISTS links)
 endforeach()
 set_property(TARGET rpcjob_runtime PROPERTY INTERFACE_LINK_LIBRARIES "${fixed}")
 
-# What is exported: rpcjob_runtime, rpcjob_version, and every library of this
-# project rpcjob_runtime's link interface names, followed through those: its
-# public ones (rpcjob::assignment) and, for a static runtime, the private static
-# ones it needs at link time ($<LINK_ONLY:rpcjob_wire>, the CUDA kernels). Found
-# by walking the targets, so a library another part adds to the runtime is
-# exported without editing this list. Each is exported as rpcjob::<name without
-# the rpcjob_ prefix>.
+# The GPU build's rpcjob_instrument links libtorch too (PyTorch's TensorPipe is
+# inside it): the same list, the same rpcjob::torch; and its -idirafter of this
+# machine's extra TensorPipe headers is for building here only.
+function(rpcjob_install_portable_interface target)
+  get_target_property(links ${target} INTERFACE_LINK_LIBRARIES)
+  if(links AND NOT target STREQUAL "rpcjob_runtime")
+    set(fixed "")
+    set(torch_seen OFF)
+    foreach(lib IN LISTS links)
+      string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" bare "${lib}")
+      if(bare IN_LIST TORCH_LIBRARIES)
+        list(APPEND fixed "$<BUILD_INTERFACE:${lib}>")
+        if(NOT torch_seen)
+          list(APPEND fixed "$<INSTALL_INTERFACE:rpcjob::torch>")
+          set(torch_seen ON)
+        endif()
+      else()
+        list(APPEND fixed "${lib}")
+      endif()
+    endforeach()
+    set_property(TARGET ${target} PROPERTY INTERFACE_LINK_LIBRARIES "${fixed}")
+  endif()
+  get_target_property(options ${target} INTERFACE_COMPILE_OPTIONS)
+  if(options)
+    set(fixed "")
+    foreach(option IN LISTS options)
+      if(option MATCHES "(^|[ :])/")
+        list(APPEND fixed "$<BUILD_INTERFACE:${option}>")
+      else()
+        list(APPEND fixed "${option}")
+      endif()
+    endforeach()
+    set_property(TARGET ${target} PROPERTY INTERFACE_COMPILE_OPTIONS "${fixed}")
+  endif()
+endfunction()
+
+# What is exported: rpcjob_runtime, rpcjob_telemetry (where built), rpcjob_version,
+# and every library of this project their link interfaces name, followed through
+# those: public ones (rpcjob::assignment) and, for static libraries, the private
+# static ones needed at link time ($<LINK_ONLY:rpcjob_wire>, rpcjob_metrics, the
+# CUDA kernels). Found by walking the targets, so a library another part adds to
+# the runtime is exported without editing this list. Each is exported as
+# rpcjob::<name without the rpcjob_ prefix>. rpcjob_public: those reached through
+# public links only, whose headers are installed.
 set(rpcjob_exported rpcjob_version)
+set(rpcjob_public rpcjob_version)
 set(queue rpcjob_runtime)
+if(TARGET rpcjob_telemetry)
+  list(APPEND queue rpcjob_telemetry)
+endif()
+set(queue_public "")
+foreach(root IN LISTS queue)
+  list(APPEND queue_public ON)
+endforeach()
 while(queue)
   list(POP_FRONT queue target)
+  list(POP_FRONT queue_public public)
   get_target_property(aliased ${target} ALIASED_TARGET)
   if(aliased)
     set(target ${aliased})
   endif()
-  if(target IN_LIST rpcjob_exported)
+  if(public AND NOT target IN_LIST rpcjob_public)
+    list(APPEND rpcjob_public ${target})
+  elseif(target IN_LIST rpcjob_exported)
     continue()
   endif()
-  list(APPEND rpcjob_exported ${target})
+  if(NOT target IN_LIST rpcjob_exported)
+    list(APPEND rpcjob_exported ${target})
+  endif()
   get_target_property(links ${target} INTERFACE_LINK_LIBRARIES)
+  # A shared library's private shared ones are exported too (the package names
+  # them as link dependencies): rpcjob_telemetry's rpcjob_metrics in the images.
+  get_target_property(type ${target} TYPE)
+  if(type STREQUAL "SHARED_LIBRARY")
+    get_target_property(private ${target} LINK_LIBRARIES)
+    foreach(lib IN LISTS private)
+      if(TARGET "${lib}" AND NOT lib IN_LIST links)
+        get_target_property(lib_type ${lib} TYPE)
+        if(lib_type STREQUAL "SHARED_LIBRARY")
+          list(APPEND links "$<LINK_ONLY:${lib}>")
+        endif()
+      endif()
+    endforeach()
+  endif()
   foreach(lib IN LISTS links)
-    string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" lib "${lib}")
+    set(lib_public ${public})
+    if(lib MATCHES "^\\$<LINK_ONLY:(.*)>$")
+      set(lib ${CMAKE_MATCH_1})
+      set(lib_public OFF)
+    endif()
     if(lib MATCHES "^\\$<" OR NOT TARGET "${lib}")
       continue()
     endif()
     get_target_property(imported ${lib} IMPORTED)
     if(NOT imported)
       list(APPEND queue ${lib})
+      list(APPEND queue_public ${lib_public})
     endif()
   endforeach()
 endwhile()
 
-# Public headers: each exported library's include/ folder in this checkout (a
+# Public headers: each public library's include/ folder in this checkout (a
 # library's private folder, like rpcjob_wire's worker/src, is not installed) and
 # the generated rpcjob/version.h.
 set(public_include_dirs "")
 foreach(target IN LISTS rpcjob_exported)
   string(REGEX REPLACE "^rpcjob_" "" name ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${name})
+  rpcjob_install_portable_interface(${target})
+  # A shared library linked only privately (rpcjob_metrics under a shared
+  # rpcjob_telemetry) is exported so that the linker finds it; nothing links it
+  # directly, so its own link interface (prometheus-cpp, TensorPipe) is not the
+  # user's to find.
+  get_target_property(type ${target} TYPE)
+  if(type STREQUAL "SHARED_LIBRARY" AND NOT target IN_LIST rpcjob_public)
+    foreach(property INTERFACE_LINK_LIBRARIES INTERFACE_COMPILE_OPTIONS
+                     INTERFACE_COMPILE_DEFINITIONS)
+      get_target_property(values ${target} ${property})
+      if(values)
+        set(fixed "")
+        foreach(value IN LISTS values)
+          list(APPEND fixed "$<BUILD_INTERFACE:${value}>")
+        endforeach()
+        set_property(TARGET ${target} PROPERTY ${property} "${fixed}")
+      endif()
+    endforeach()
+  endif()
   get_target_property(dirs ${target} INTERFACE_INCLUDE_DIRECTORIES)
+  if(NOT target IN_LIST rpcjob_public)
+    set(dirs "")
+  endif()
   foreach(dir IN LISTS dirs)
     string(REGEX REPLACE "^\\$<BUILD_INTERFACE:(.*)>$" "\\1" dir "${dir}")
     string(FIND "${dir}" "${PROJECT_SOURCE_DIR}/" at)
@@ -153,9 +247,19 @@ install(FILES ${PROJECT_BINARY_DIR}/generated/rpcjob/version.h
 install(EXPORT rpcjobTargets NAMESPACE rpcjob:: DESTINATION ${RPCJOB_CMAKE_DIR})
 
 # What the package config finds again for the user (find_dependency): Torch, and
-# TensorPipe, yaml-cpp, OpenSSL's libcrypto and CUDA only where a static runtime needs them at link
-# time; the build's choices (static, CUDA) are recorded, not its paths.
+# TensorPipe, yaml-cpp, OpenSSL's libcrypto, prometheus-cpp (rpcjob::telemetry's) and
+# CUDA only where static libraries need them at link time; the build's choices (static,
+# CUDA, telemetry) are recorded, not its paths.
 set(RPCJOB_SDK_WITH_CUDA ${RPCJOB_WITH_CUDA})
+set(type "")
+if(TARGET rpcjob_metrics)
+  get_target_property(type rpcjob_metrics TYPE)
+endif()
+if(rpcjob_metrics IN_LIST rpcjob_exported AND type STREQUAL "STATIC_LIBRARY")
+  set(RPCJOB_SDK_PROMETHEUS ON)
+else()
+  set(RPCJOB_SDK_PROMETHEUS OFF)
+endif()
 # Debian's TensorPipe is a library of its own; PyTorch's is inside libtorch.
 if(TARGET tensorpipe)
   set(RPCJOB_SDK_TENSORPIPE_LIBRARY ON)

@@ -31,6 +31,7 @@ case "$kind" in
   worker)
     take rpcjob-worker bin
     take rpcjob-bench bin
+    take rpcjob-launch bin  # runs a pod's workers (runner/README.md)
     # The project's shared libraries (the runtime and what it links of ours).
     while IFS= read -r lib; do
       base=$(basename "$lib")

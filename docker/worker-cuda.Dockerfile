@@ -26,7 +26,7 @@ RUN set -e; \
       -DRPCJOB_WITH_CUDA=ON -DRPCJOB_BUILD_OPERATOR=OFF -DRPCJOB_BUILD_TESTS=OFF -DRPCJOB_BUILD_BENCHMARKS=ON \
       -DCMAKE_PREFIX_PATH="$TORCH_DIR/share/cmake" \
       -DCMAKE_INSTALL_RPATH="/usr/local/lib;$TORCH_DIR/lib"; \
-    cmake --build /build --target rpcjob-worker rpcjob-bench -j"$JOBS"; \
+    cmake --build /build --target rpcjob-worker rpcjob-bench rpcjob-launch -j"$JOBS"; \
     /src/docker/stage.sh worker /src /build /out
 
 FROM ${RUNTIME_IMAGE}

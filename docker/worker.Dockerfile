@@ -19,7 +19,7 @@ COPY . /src
 # BUILD_SHARED_LIBS: the runtime ships as a shared library others link against.
 RUN cmake -S /src -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
       -DRPCJOB_BUILD_OPERATOR=OFF -DRPCJOB_BUILD_TESTS=OFF -DRPCJOB_BUILD_BENCHMARKS=ON \
- && cmake --build /build --target rpcjob-worker rpcjob-bench -j"$JOBS" \
+ && cmake --build /build --target rpcjob-worker rpcjob-bench rpcjob-launch -j"$JOBS" \
  && /src/docker/stage.sh worker /src /build /out
 
 # ---- runtime stage: the runtime libraries (libtorch, TensorPipe, ...) without -dev packages

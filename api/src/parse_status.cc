@@ -74,9 +74,10 @@ WorkerStatus readWorker(Reader& r, const YAML::Node& node, const std::string& pa
 RpcJobStatus readStatus(Reader& r, const YAML::Node& node, const std::string& path) {
   RpcJobStatus s;
   if (!r.expectMap(node, path)) return s;
-  r.strictKeys(node, path,
-               {"phase", "conditions", "observedGeneration", "workerCount", "readyWorkers",
-                "restarts", "workers", "startTime", "completionTime"});
+  r.strictKeys(
+      node, path,
+      {"phase", "conditions", "observedGeneration", "workerCount", "readyWorkers", "restarts",
+       "schedulerRejections", "rejectedNodes", "workers", "startTime", "completionTime"});
   s.phase = optionalString(r, node, "phase", path);
   if (present(node["conditions"])) {
     r.forEach(node["conditions"], path + ".conditions",
@@ -91,6 +92,10 @@ RpcJobStatus readStatus(Reader& r, const YAML::Node& node, const std::string& pa
   s.workerCount = optionalInt(r, node, "workerCount", path);
   s.readyWorkers = optionalInt(r, node, "readyWorkers", path);
   s.restarts = optionalInt(r, node, "restarts", path);
+  s.schedulerRejections = optionalInt(r, node, "schedulerRejections", path);
+  if (present(node["rejectedNodes"])) {
+    s.rejectedNodes = r.stringList(node["rejectedNodes"], path + ".rejectedNodes");
+  }
   if (present(node["workers"])) {
     r.forEach(node["workers"], path + ".workers", [&](const YAML::Node& w, const std::string& p) {
       s.workers.push_back(readWorker(r, w, p));

@@ -17,7 +17,7 @@ const std::map<std::string, std::set<std::string>>& objectFields() {
       {"spec.metrics", {"port", "perPeerLabels"}},
       {"status",
        {"phase", "conditions", "observedGeneration", "workerCount", "readyWorkers", "restarts",
-        "workers", "startTime", "completionTime"}},
+        "schedulerRejections", "rejectedNodes", "workers", "startTime", "completionTime"}},
       {"status.conditions[]",
        {"type", "status", "reason", "message", "lastTransitionTime", "observedGeneration"}},
       {"status.workers[]",

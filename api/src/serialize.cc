@@ -86,6 +86,8 @@ std::string statusToJson(const RpcJobStatus& s) {
       .num("workerCount", s.workerCount)
       .num("readyWorkers", s.readyWorkers)
       .num("restarts", s.restarts);
+  if (s.schedulerRejections > 0) o.num("schedulerRejections", s.schedulerRejections);
+  if (!s.rejectedNodes.empty()) o.raw("rejectedNodes", jsonStrings(s.rejectedNodes));
   std::vector<std::string> workers;
   for (const auto& w : s.workers) workers.push_back(workerJson(w));
   o.raw("workers", jsonArray(workers));

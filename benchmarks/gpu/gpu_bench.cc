@@ -1,9 +1,10 @@
 // rpcjob's side of the GPU benchmark (benchmarks/gpu/run.sh prints it beside
 // PyTorch's RPC measured in the same run): CUDA identity round trips of 4 MB
 // and 400 MB (cuda:0 -> cuda:1 -> cuda:0, or cuda:0 -> cuda:0 in the other process
-// on a one-GPU machine), the small CUDA call round trip, and the model-split
+// on a one-GPU machine), the small CUDA call round trip, the model-split
 // experiment (10 forward passes, linear on cuda:0 here, linear on the worker's GPU
-// there). One JSON object on stdout.
+// there), and the CUDA RPC recipe's experiment (10 iterations of forward and
+// distributed backward, "CPU RPC" and "CUDA RPC" modes). One JSON object on stdout.
 // Channels: RPCJOB_GPU_CHANNELS (empty: every viable one, cuda_nvlink first).
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "gpu_autograd_functions.h"
 #include "gpu_pair.h"
 
 using namespace rpcjob;
@@ -66,6 +68,33 @@ std::vector<double> rawRoundTrips(const at::Tensor& x, int peer, int warmup, int
   return out;
 }
 
+// The recipe: `with context() as ctx: y = rm(lm(x)); backward(ctx, [y.sum()])`,
+// 10 times, lm a 1000x1000 linear on cuda:0 here, rm one on cuda:1 in the
+// worker. "cpu" mode sends the activations through host memory both ways (each
+// half returns y.cpu()); "cuda" mode keeps them on the GPUs (device maps). One
+// iteration first, outside the timing (the remote half's allocations).
+double recipe(runtime::Runtime& rt, bool cpuMode) {
+  namespace dist = runtime::dist_autograd;
+  // The worker's GPU: cuda:1, or cuda:0 shared by both processes on one GPU.
+  const std::string workerDevice = c10::cuda::device_count() > 1 ? "cuda:1" : "cuda:0";
+  rt.rpcSync("w1", "gag.make", {workerDevice, int64_t{1000}, int64_t{1000}, int64_t{2}, cpuMode});
+  auto [lw, lb] = gpu::gpuLinearParams(1000, 1000, 1, c10::Device("cuda:0"));
+  at::manual_seed(0);
+  at::Tensor x = at::randn({1000, 1000}, at::TensorOptions().device(at::kCUDA, 0));
+  auto iteration = [&, lw = lw, lb = lb] {
+    dist::Context ctx(rt);
+    at::Tensor h = at::linear(x, lw, lb);
+    at::Tensor y = rt.rpcSync("w1", "gag.forward", {cpuMode ? h.cpu() : h}).toTensor();
+    dist::backward(rt, ctx.id(), {y.sum()});
+  };
+  iteration();
+  c10::cuda::getCurrentCUDAStream(0).synchronize();
+  auto t0 = Clock::now();
+  for (int i = 0; i < 10; ++i) iteration();
+  c10::cuda::getCurrentCUDAStream(0).synchronize();
+  return seconds(Clock::now() - t0);
+}
+
 double pct(const std::vector<double>& v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
 }
@@ -73,7 +102,7 @@ double pct(const std::vector<double>& v, double p) {
 }  // namespace
 
 int main() {
-  gpu::runWorkerIfAsked();
+  gpu::runWorkerIfAsked(gpu::registerGpuAutogradFunctions);
   const char* ch = std::getenv("RPCJOB_GPU_CHANNELS");
   // The worker's GPU: cuda:1 where there is one, else both processes share cuda:0
   // (RPCJOB_GPU_PEER_DEVICE=0 asks for the shared GPU on a larger machine too).
@@ -81,7 +110,7 @@ int main() {
   const int peer = peerEnv != nullptr && *peerEnv != '\0' ? std::atoi(peerEnv)
                                                           : (c10::cuda::device_count() > 1 ? 1 : 0);
   const std::string remote = "cuda:" + std::to_string(peer);
-  gpu::Pair pair({{"cuda:0", remote}}, "", ch ? ch : "");
+  gpu::Pair pair({{"cuda:0", remote}}, "", ch ? ch : "", gpu::registerGpuAutogradFunctions);
   pair.start();
   auto& rt = pair.rt();
   auto opts = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, 0);
@@ -93,7 +122,7 @@ int main() {
   auto s = roundTrips(rt, small, 200, 3000);
   auto r4 = roundTrips(rt, mb4, 20, 200);
   auto r400 = roundTrips(rt, mb400, 5, 40);
-  // Model split: forward only (distributed autograd does not exist yet).
+  // Model split: forward only (the recipe below adds the backward pass).
   at::manual_seed(0);
   at::Tensor w0 = at::randn({1000, 1000}, opts) * 0.03;
   at::Tensor b0 = at::zeros({1000}, opts);
@@ -105,17 +134,19 @@ int main() {
   for (int i = 0; i < 10; ++i) y = rt.rpcSync("w1", "linear1", {at::linear(x, w0, b0)}).toTensor();
   c10::cuda::getCurrentCUDAStream(0).synchronize();
   double split = seconds(Clock::now() - t0);
+  double recipeCpu = recipe(rt, /*cpuMode=*/true);
+  double recipeCuda = recipe(rt, /*cpuMode=*/false);
   auto raw400 = rawRoundTrips(mb400, peer, 3, 20);
   std::printf(
       "{\"impl\": \"rpcjob\", \"devices\": \"cuda:0->%s\", \"channel\": \"%s\", \"small_p50_us\": "
       "%.1f, \"small_p99_us\": %.1f, "
       "\"rt4mb_ms\": %.3f, \"rt400mb_ms\": %.3f, \"rt400mb_gbs\": %.1f, \"rt400mb_p10_p90_ms\": "
       "[%.3f, %.3f], \"raw_rt400mb_ms\": %.3f, \"raw_rt400mb_gbs\": %.1f, "
-      "\"model_split_s\": %.4f}\n",
+      "\"model_split_s\": %.4f, \"recipe_cpu_rpc_s\": %.4f, \"recipe_cuda_rpc_s\": %.4f}\n",
       remote.c_str(), pair.channelFor("cuda:0", remote).c_str(), pct(s, 0.5) * 1e6,
       pct(s, 0.99) * 1e6, pct(r4, 0.5) * 1e3, pct(r400, 0.5) * 1e3,
       2 * 400e6 / 1e9 / pct(r400, 0.5), pct(r400, 0.1) * 1e3, pct(r400, 0.9) * 1e3,
-      pct(raw400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(raw400, 0.5), split);
+      pct(raw400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(raw400, 0.5), split, recipeCpu, recipeCuda);
   std::fflush(stdout);
   return 0;
 }

@@ -4,14 +4,16 @@ import sys
 
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
 print("| implementation | devices | channel | small CUDA call p50 / p99 (us) | 4 MB CUDA round trip (ms) "
-      "| 400 MB CUDA round trip, p50 (p10-p90) (ms) | 400 MB effective (GB/s) | model split, 10 fwd (s) |")
-print("|---|---|---|---|---|---|---|---|")
+      "| 400 MB CUDA round trip, p50 (p10-p90) (ms) | 400 MB effective (GB/s) | model split, 10 fwd (s) "
+      "| recipe, 10 fwd+bwd, CPU RPC (s) | recipe, 10 fwd+bwd, CUDA RPC (s) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 raw = None
 for r in rows:
     spread = r.get("rt400mb_p10_p90_ms")
     spread = f" ({spread[0]}-{spread[1]})" if spread else ""
     print(f"| {r['impl']} | {r.get('devices', 'cuda:0->cuda:1')} | {r['channel']} | {r['small_p50_us']} / {r['small_p99_us']} | {r['rt4mb_ms']} "
-          f"| {r['rt400mb_ms']}{spread} | {r['rt400mb_gbs']} | {r['model_split_s']} |")
+          f"| {r['rt400mb_ms']}{spread} | {r['rt400mb_gbs']} | {r['model_split_s']} "
+          f"| {r.get('recipe_cpu_rpc_s', 'n/a')} | {r.get('recipe_cuda_rpc_s', 'n/a')} |")
     raw = raw or (r.get("raw_rt400mb_ms"), r.get("raw_rt400mb_gbs"), r.get("devices", "cuda:0->cuda:1"))
 if raw and raw[0]:
     there = raw[2].split("->")[-1]

@@ -1,13 +1,16 @@
 """PyTorch's side of the GPU benchmark: torch.distributed.rpc (TensorPipe, device
 map {0: 1}, or {0: 0} on a one-GPU machine: both processes on cuda:0) measured like
-benchmarks/gpu/gpu_bench.cc. One JSON line on stdout.
-RPCJOB_GPU_PEER_DEVICE picks the worker's GPU as in gpu_bench.cc."""
+benchmarks/gpu/gpu_bench.cc, and the CUDA RPC recipe's experiment as the recipe has it
+(MyModule, 10 iterations of forward and dist_autograd.backward, "cpu" and "cuda" modes;
+one iteration first, untimed, as gpu_bench.cc does). One JSON line on stdout; the recipe's
+own lines on stderr. RPCJOB_GPU_PEER_DEVICE picks the worker's GPU as in gpu_bench.cc."""
 import json
 import os
 import sys
 import time
 
 import torch
+import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 import torch.multiprocessing as mp
 
@@ -25,6 +28,42 @@ def linear1(x):
         _shard["m"] = torch.nn.Linear(1000, 1000).to(x.device)
     with torch.no_grad():
         return _shard["m"](x)
+
+
+class MyModule(torch.nn.Module):
+    """The recipe's module."""
+
+    def __init__(self, device, comm_mode):
+        super().__init__()
+        self.device = device
+        self.linear = torch.nn.Linear(1000, 1000).to(device)
+        self.comm_mode = comm_mode
+
+    def forward(self, x):
+        y = self.linear(x.to(self.device))
+        return y.cpu() if self.comm_mode == "cpu" else y
+
+
+def recipe(comm_mode):
+    lm = MyModule("cuda:0", comm_mode)
+    # The recipe's cuda:1; cuda:0 on a one-GPU machine (the device map is {0: 0} there).
+    rm = rpc.remote("worker1", MyModule, args=(f"cuda:{peer_device()}", comm_mode))
+    x = torch.randn(1000, 1000).cuda(0)
+
+    def iteration():
+        with dist_autograd.context() as ctx:
+            y = rm.rpc_sync().forward(lm(x))
+            dist_autograd.backward(ctx, [y.sum()])
+
+    iteration()
+    torch.cuda.current_stream("cuda:0").synchronize()
+    tik = time.time()
+    for _ in range(10):
+        iteration()
+    torch.cuda.current_stream("cuda:0").synchronize()
+    tok = time.time()
+    print(f"{comm_mode} RPC total execution time: {tok - tik}", file=sys.stderr, flush=True)
+    return tok - tik
 
 
 def round_trips(x, warmup, n):
@@ -77,6 +116,8 @@ def run(rank, port):
                 y = rpc.rpc_sync("worker1", linear1, args=(lm(x),))
             torch.cuda.current_stream(0).synchronize()
             split = time.perf_counter() - t0
+        recipe_cpu = recipe("cpu")
+        recipe_cuda = recipe("cuda")
         print(json.dumps({"impl": "pytorch", "devices": f"cuda:0->cuda:{peer}",
                           "channel": "pytorch (TensorPipe's choice)",
                           "small_p50_us": round(pct(s, 0.5) * 1e6, 1),
@@ -86,7 +127,9 @@ def run(rank, port):
                           "rt400mb_gbs": round(2 * 400e6 / 1e9 / pct(r400, 0.5), 1),
                           "rt400mb_p10_p90_ms": [round(pct(r400, 0.1) * 1e3, 3),
                                                  round(pct(r400, 0.9) * 1e3, 3)],
-                          "model_split_s": round(split, 4)}), flush=True)
+                          "model_split_s": round(split, 4),
+                          "recipe_cpu_rpc_s": round(recipe_cpu, 4),
+                          "recipe_cuda_rpc_s": round(recipe_cuda, 4)}), flush=True)
     rpc.shutdown()
 
 

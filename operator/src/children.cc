@@ -1,9 +1,14 @@
 #include "rpcjob/operator/children.h"
 
 #include <algorithm>
+#include <cstring>
+#include <optional>
+#include <set>
 
 #include "json_util.h"
+#include "rpcjob/api/quantity.h"
 #include "rpcjob/assignment/environment.h"
+#include "rpcjob/assignment/pod_launch.h"
 #include "rpcjob/operator/job_security.h"
 
 namespace rpcjob::op {
@@ -74,10 +79,25 @@ void addMount(value& container, const std::string& volume, const std::string& pa
   push(mounts, m);
 }
 
-// Makes `c` the container of worker `e` in a pod of `world` workers.
-void makeWorkerContainer(value& c, const JobRef& job, const WorkerEntry& e, int world, int k,
-                         const planner::PodPlan& pod, bool first) {
-  const std::vector<std::pair<std::string, std::string>> env = {
+const api::WorkerGroup* groupOf(const api::RpcJobSpec& spec, const std::string& name) {
+  for (const auto& g : spec.workers) {
+    if (g.name == name) return &g;
+  }
+  return nullptr;
+}
+
+value templateOf(const api::WorkerGroup* group) {
+  value t = parseOr(group ? group->podTemplate.json : "{}", value::object());
+  if (!t.has_object_field("spec")) t["spec"] = value::object();
+  if (!t.at("spec").has_array_field("containers")) t["spec"]["containers"] = value::array();
+  return t;
+}
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+// The variables every worker gets (rpcjob/assignment/environment.h).
+EnvList identityEnv(const JobRef& job, const WorkerEntry& e, int world) {
+  return {
       {kEnvWorkerName, e.name},
       {kEnvRank, std::to_string(e.rank)},
       {kEnvWorldSize, std::to_string(world)},
@@ -87,8 +107,20 @@ void makeWorkerContainer(value& c, const JobRef& job, const WorkerEntry& e, int 
       {kEnvMetricsPort, std::to_string(e.metricsPort)},
       {kEnvSecretFile, kSecretPath},  // job_security.h
   };
+}
+
+bool isIdentityVariable(const std::string& name) {
+  static const std::set<std::string> kNames = {kEnvWorkerName,  kEnvRank,       kEnvWorldSize,
+                                               kEnvJobName,     kEnvNamespace,  kEnvAssignmentPath,
+                                               kEnvMetricsPort, kEnvPodWorkers, kEnvTerminationLog};
+  return kNames.count(name) > 0;
+}
+
+// `first` then the template's own entries that `first` does not replace (with
+// `onlyValueFrom`, those that use valueFrom).
+void setEnv(value& c, const EnvList& first, bool onlyValueFrom = false) {
   value newEnv = value::array();
-  for (const auto& [name, val] : env) {
+  for (const auto& [name, val] : first) {
     value v = value::object();
     v["name"] = str(name);
     v["value"] = str(val);
@@ -97,13 +129,38 @@ void makeWorkerContainer(value& c, const JobRef& job, const WorkerEntry& e, int 
   if (c.has_array_field("env")) {
     for (const auto& v : c.at("env").as_array()) {
       const std::string name = kube::detail::getString(v, "name");
-      bool ours =
-          std::any_of(env.begin(), env.end(), [&](const auto& p) { return p.first == name; });
-      if (!ours) push(newEnv, v);
+      if (isIdentityVariable(name) || (onlyValueFrom && !v.has_field("valueFrom"))) continue;
+      push(newEnv, v);
     }
   }
   c["env"] = newEnv;
+}
 
+// The template container's literal env entries (valueFrom needs the kubelet: only
+// the launcher container's own entries can use it).
+EnvList literalEnv(const value& c) {
+  EnvList env;
+  if (!c.has_array_field("env")) return env;
+  for (const auto& v : c.at("env").as_array()) {
+    if (!v.is_object() || v.has_field("valueFrom")) continue;
+    const std::string name = kube::detail::getString(v, "name");
+    if (!name.empty() && !isIdentityVariable(name)) {
+      env.emplace_back(name, kube::detail::getString(v, "value"));
+    }
+  }
+  return env;
+}
+
+std::vector<std::string> strings(const value& c, const char* key) {
+  std::vector<std::string> out;
+  if (!c.has_array_field(key)) return out;
+  for (const auto& v : c.at(key).as_array()) out.push_back(v.is_string() ? v.as_string() : "");
+  return out;
+}
+
+// The k-th worker's ports on `c` ("rpc", "metrics"; "rpc-k", "metrics-k" after the
+// first: port names are unique per pod).
+void addPorts(value& c, const WorkerEntry& e, int k) {
   const std::string suffix = k == 0 ? "" : "-" + std::to_string(k);
   value& ports = arrayField(c, "ports");
   value rpc = value::object();
@@ -118,12 +175,18 @@ void makeWorkerContainer(value& c, const JobRef& job, const WorkerEntry& e, int 
     m["protocol"] = str("TCP");
     push(ports, m);
   }
+}
 
+// The pod's GPUs, RDMA devices and capabilities, all on the one container that
+// runs its workers: the device plugin shows a container only the GPUs it asked
+// for, numbered from 0, and the plan numbers a pod's GPUs the same way.
+void addPodDevices(value& c, const planner::PodPlan& pod) {
   value& resources = objectField(c, "resources");
-  if (!e.gpus.empty()) {
-    objectField(resources, "limits")[planner::kGpuResource] = str(std::to_string(e.gpus.size()));
+  if (pod.requests.gpus > 0) {
+    objectField(resources, "limits")[planner::kGpuResource] =
+        str(std::to_string(pod.requests.gpus));
   }
-  if (first && pod.requests.rdma > 0) {
+  if (pod.requests.rdma > 0) {
     objectField(resources, "limits")[planner::kRdmaResource] =
         str(std::to_string(pod.requests.rdma));
   }
@@ -135,6 +198,95 @@ void makeWorkerContainer(value& c, const JobRef& job, const WorkerEntry& e, int 
       if (!has) push(add, str(cap));
     }
   }
+}
+
+// Makes `c` (the template's first container) the container of the pod's one worker.
+void makeWorkerContainer(value& c, const JobRef& job, const WorkerEntry& e, int world,
+                         const planner::PodPlan& pod) {
+  setEnv(c, identityEnv(job, e, world));
+  addPorts(c, e, 0);
+  addPodDevices(c, pod);
+}
+
+// The sum of the workers' `resource` limits, or nothing when one worker has none.
+std::optional<int64_t> summedLimit(const std::vector<const value*>& containers,
+                                   const char* resource) {
+  int64_t milli = 0;
+  for (const value* c : containers) {
+    if (!c->has_object_field("resources") || !c->at("resources").has_object_field("limits")) {
+      return std::nullopt;
+    }
+    const std::string text = kube::detail::getString(c->at("resources").at("limits"), resource);
+    auto q = api::parseQuantity(text);
+    if (text.empty() || !q) return std::nullopt;
+    milli += q->milli;
+  }
+  return milli;
+}
+
+// Makes `c` (the first worker's template container) the one container running
+// every worker of the pod through rpcjob-launch: its env carries the launch spec
+// (rpcjob/assignment/pod_launch.h); cpu and memory are the workers' sums (the
+// plan's requests, and the templates' limits when every worker has one).
+void makeLauncherContainer(value& c, const JobRef& job, const api::RpcJobSpec& spec,
+                           const std::vector<const WorkerEntry*>& entries, int world,
+                           const planner::PodPlan& pod) {
+  PodLaunch launch;
+  std::vector<value> templates;
+  for (const WorkerEntry* e : entries) {
+    value t = templateOf(groupOf(spec, e->group));
+    const auto& cs = t.at("spec").at("containers");
+    templates.push_back(cs.size() > 0 ? cs.at(0) : value::object());
+  }
+  std::vector<const value*> workerContainers;
+  for (std::size_t k = 0; k < entries.size(); ++k) {
+    const value& own = templates[k];
+    workerContainers.push_back(&own);
+    PodWorker w;
+    w.name = entries[k]->name;
+    w.argv = strings(own, "command");
+    std::vector<std::string> args = strings(own, "args");
+    if (w.argv.empty()) {
+      w.argv = {kWorkerProgram};
+      if (args.empty()) args = {"serve"};
+    }
+    w.argv.insert(w.argv.end(), args.begin(), args.end());
+    w.env = literalEnv(own);
+    const EnvList identity = identityEnv(job, *entries[k], world);
+    w.env.insert(w.env.end(), identity.begin(), identity.end());
+    launch.workers.push_back(std::move(w));
+    addPorts(c, *entries[k], static_cast<int>(k));
+  }
+  // Literal entries travel per worker in the spec (a group's own reach only its
+  // workers); valueFrom needs the kubelet, so those of the first worker's group
+  // stay on the container, where every worker of the pod inherits them.
+  EnvList own = {{kEnvPodWorkers, toJson(launch)}};
+  // The report goes where the kubelet reads the termination message.
+  const std::string reportPath = kube::detail::getString(c, "terminationMessagePath");
+  if (!reportPath.empty()) own.emplace_back(kEnvTerminationLog, reportPath);
+  setEnv(c, own, true);
+  value command = value::array();
+  command[0] = str(kLaunchProgram);
+  c["command"] = command;
+  if (c.has_field("args")) c.as_object().erase("args");
+
+  value& resources = objectField(c, "resources");
+  value& requests = objectField(resources, "requests");
+  if (pod.requests.cpuMilli > 0) requests["cpu"] = str(std::to_string(pod.requests.cpuMilli) + "m");
+  if (pod.requests.memoryBytes > 0) {
+    requests["memory"] = str(std::to_string(pod.requests.memoryBytes));
+  }
+  for (const char* r : {"cpu", "memory"}) {
+    value& limits = objectField(resources, "limits");
+    const auto sum = summedLimit(workerContainers, r);
+    if (!sum) {
+      if (limits.has_field(r)) limits.as_object().erase(r);
+    } else {
+      limits[r] = str(std::strcmp(r, "cpu") == 0 ? std::to_string(*sum) + "m"
+                                                 : std::to_string((*sum + 999) / 1000));
+    }
+  }
+  addPodDevices(c, pod);
 }
 
 value hostnameRequirement(const std::string& hostname) {
@@ -155,20 +307,6 @@ void pinToNode(value& spec, const std::string& hostname) {
   for (size_t i = 0; i < terms.size(); ++i) {
     push(arrayField(terms[i], "matchExpressions"), hostnameRequirement(hostname));
   }
-}
-
-const api::WorkerGroup* groupOf(const api::RpcJobSpec& spec, const std::string& name) {
-  for (const auto& g : spec.workers) {
-    if (g.name == name) return &g;
-  }
-  return nullptr;
-}
-
-value templateOf(const api::WorkerGroup* group) {
-  value t = parseOr(group ? group->podTemplate.json : "{}", value::object());
-  if (!t.has_object_field("spec")) t["spec"] = value::object();
-  if (!t.at("spec").has_array_field("containers")) t["spec"]["containers"] = value::array();
-  return t;
 }
 
 }  // namespace
@@ -210,7 +348,6 @@ std::string configMapJson(const JobRef& job, const Assignment& assignment) {
 
 std::string podJson(const JobRef& job, const api::RpcJobSpec& spec, const planner::Plan& plan,
                     const planner::PodPlan& pod, const std::string& hostname, int generation) {
-  const bool shared = spec.placement.workersPerPod == api::WorkersPerPod::Auto;
   std::vector<const WorkerEntry*> entries;
   for (const auto& w : pod.workers) {
     if (const WorkerEntry* e = plan.assignment.byName(w)) entries.push_back(e);
@@ -220,23 +357,15 @@ std::string podJson(const JobRef& job, const api::RpcJobSpec& spec, const planne
   value podSpec = tmpl.at("spec");
   const int world = plan.assignment.worldSize();
 
-  value containers = value::array();
-  const auto& tmplContainers = tmpl.at("spec").at("containers").as_array();
-  if (!shared) {
-    containers = tmpl.at("spec").at("containers");
-    if (containers.size() > 0 && !entries.empty()) {
-      makeWorkerContainer(containers[0], job, *entries.front(), world, 0, pod, true);
+  // The template's first container runs the pod's worker(s); the others are
+  // sidecars, kept as they are.
+  value containers = tmpl.at("spec").at("containers");
+  if (containers.size() > 0 && !entries.empty()) {
+    if (entries.size() == 1) {
+      makeWorkerContainer(containers[0], job, *entries.front(), world, pod);
+    } else {
+      makeLauncherContainer(containers[0], job, spec, entries, world, pod);
     }
-  } else {
-    for (size_t k = 0; k < entries.size(); ++k) {
-      value own = templateOf(groupOf(spec, entries[k]->group));
-      if (own.at("spec").at("containers").size() == 0) continue;
-      value c = own.at("spec").at("containers")[0];
-      c["name"] = str(entries[k]->name);
-      makeWorkerContainer(c, job, *entries[k], world, static_cast<int>(k), pod, k == 0);
-      push(containers, c);
-    }
-    for (size_t i = 1; i < tmplContainers.size(); ++i) push(containers, tmplContainers.at(i));
   }
   for (size_t i = 0; i < containers.size(); ++i) {
     addMount(containers[i], kAssignmentVolume, kAssignmentDir, true);

@@ -1,7 +1,12 @@
 #include "rpcjob/operator/client.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
 #include "json_util.h"
 #include "rpcjob/operator/http_cpprest.h"
+#include "rpcjob/operator/log.h"
 
 namespace rpcjob::kube {
 namespace {
@@ -82,7 +87,26 @@ DecodedWatchLine decodeWatchLine(std::string_view line) {
 
 Client::Client(std::shared_ptr<HttpClient> http, std::shared_ptr<TokenSource> tokens,
                ClientOptions options)
-    : http_(std::move(http)), tokens_(std::move(tokens)), options_(std::move(options)) {}
+    : http_(std::move(http)),
+      tokens_(std::move(tokens)),
+      options_(std::move(options)),
+      limiter_(std::make_unique<TokenBucket>(options_.qps, options_.burst)) {}
+
+HttpResponse Client::send(const HttpRequest& req) {
+  for (int attempt = 0;; ++attempt) {
+    auto wait = limiter_->reserve(std::chrono::steady_clock::now());
+    if (wait.count() > 0) std::this_thread::sleep_for(wait);
+    HttpResponse resp = http_->send(req);
+    if (resp.status != 429 || attempt >= options_.maxRetriesOn429) return resp;
+    int seconds = 1;
+    auto it = resp.headers.find("retry-after");
+    if (it != resp.headers.end()) seconds = std::atoi(it->second.c_str());
+    seconds = std::min(std::max(seconds, 1), 10);
+    KLOG_DEBUG("client", req.method << " " << req.target << ": 429, retrying in " << seconds
+                                    << " s (Retry-After)");
+    std::this_thread::sleep_for(std::chrono::seconds(seconds));
+  }
+}
 
 std::shared_ptr<Client> Client::fromConfig(const ClusterConfig& config, ClientOptions options) {
   HttpClientOptions http;
@@ -106,7 +130,7 @@ HttpRequest Client::request(const std::string& method, const std::string& target
 }
 
 Object Client::call(HttpRequest req) {
-  HttpResponse resp = http_->send(req);
+  HttpResponse resp = send(req);
   if (resp.status == 0) {
     throw ApiError(0, resp.timedOut ? "Timeout" : "Transport",
                    req.method + " " + req.target + ": " + resp.error);
@@ -143,7 +167,7 @@ ObjectList Client::list(const Resource& r, const std::string& ns, const ListOpti
     if (options.pageSize > 0) addParam(target, "limit", std::to_string(options.pageSize));
     addParam(target, "continue", cont);
     HttpRequest req = request("GET", target);
-    HttpResponse resp = http_->send(req);
+    HttpResponse resp = send(req);
     if (resp.status == 0) {
       throw ApiError(0, resp.timedOut ? "Timeout" : "Transport",
                      "GET " + target + ": " + resp.error);
@@ -223,7 +247,7 @@ void Client::remove(const Resource& r, const std::string& ns, const std::string&
   }
   req.contentType = "application/json";
   req.body = body.serialize();
-  HttpResponse resp = http_->send(req);
+  HttpResponse resp = send(req);
   if (resp.status == 0) {
     throw ApiError(0, resp.timedOut ? "Timeout" : "Transport",
                    "DELETE " + req.target + ": " + resp.error);
@@ -297,7 +321,7 @@ HttpResponse Client::raw(const std::string& method, const std::string& target,
   HttpRequest req = request(method, target);
   req.body = body;
   req.contentType = contentType;
-  return http_->send(req);
+  return send(req);
 }
 
 }  // namespace rpcjob::kube

@@ -4,6 +4,7 @@
 
 #include "json_util.h"
 #include "rpcjob/api/quantity.h"
+#include "rpcjob/operator/desired_state.h"
 
 namespace rpcjob::op {
 namespace {
@@ -110,11 +111,28 @@ planner::Resources podRequests(const std::string& podJson) {
   return sum;
 }
 
-bool podHoldsResources(const std::string& podJson) {
+std::string podNode(const std::string& podJson) {
   auto node = kube::jsonString(podJson, "/spec/nodeName");
-  if (!node || node->empty()) return false;
+  if (node && !node->empty()) return *node;
+  return kube::jsonString(podJson, "/metadata/annotations/rpcjob.dev~1node").value_or("");
+}
+
+bool podHoldsResources(const std::string& podJson) {
+  if (podNode(podJson).empty()) return false;
   auto phase = kube::jsonString(podJson, "/status/phase").value_or("");
   return phase != "Succeeded" && phase != "Failed";
+}
+
+std::optional<std::chrono::system_clock::time_point> nodeReadySince(const std::string& nodeJson) {
+  auto v = kube::detail::parseJson(nodeJson);
+  if (!v || !v->is_object()) return std::nullopt;
+  const value* status = field(*v, "status");
+  const value* conds = status ? field(*status, "conditions") : nullptr;
+  if (conds == nullptr || !conds->is_array()) return std::nullopt;
+  for (const auto& c : conds->as_array()) {
+    if (getString(c, "type") == "Ready") return parseTime(getString(c, "lastTransitionTime"));
+  }
+  return std::nullopt;
 }
 
 planner::ClusterView clusterViewFrom(const std::vector<kube::ObjectPtr>& nodes,
@@ -128,7 +146,7 @@ planner::ClusterView clusterViewFrom(const std::vector<kube::ObjectPtr>& nodes,
     const kube::OwnerReference* owner = p->metadata.controllerRef();
     if (!excludeOwnerUid.empty() && owner && owner->uid == excludeOwnerUid) continue;
     if (!podHoldsResources(p->json)) continue;
-    view.used[kube::jsonString(p->json, "/spec/nodeName").value_or("")] += podRequests(p->json);
+    view.used[podNode(p->json)] += podRequests(p->json);
   }
   return view;
 }

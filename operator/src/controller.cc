@@ -59,6 +59,17 @@ Controller::Controller(std::shared_ptr<kube::Client> client, Reconciler& reconci
       {enqueueSelf, [enqueueSelf](const ObjectPtr&, const ObjectPtr& n) { enqueueSelf(n); },
        enqueueSelf});
   auto owner = [this](const ObjectPtr& o) { enqueueOwner(o); };
+  // A pod that stops holding resources (deleted, or finished) may let a waiting
+  // job fit: wake the jobs that wait.
+  auto terminal = [](const ObjectPtr& p) {
+    auto phase = kube::jsonString(p->json, "/status/phase").value_or("");
+    return phase == "Succeeded" || phase == "Failed";
+  };
+  informers_[1]->addHandler({nullptr,
+                             [this, terminal](const ObjectPtr& o, const ObjectPtr& n) {
+                               if (!terminal(o) && terminal(n)) enqueueWaiting();
+                             },
+                             [this](const ObjectPtr&) { enqueueWaiting(); }});
   for (int i = 1; i <= 3; ++i) {
     informers_[i]->addHandler({owner,
                                [owner](const ObjectPtr& o, const ObjectPtr& n) {
@@ -91,6 +102,23 @@ void Controller::enqueueOwner(const ObjectPtr& obj) {
   const kube::OwnerReference* ref = obj->metadata.controllerRef();
   if (ref == nullptr || ref->kind != kube::resources::kRpcJobs.kind) return;
   queue_.add(obj->metadata.namespace_ + "/" + ref->name);
+}
+
+void Controller::enqueueWaiting() {
+  for (const auto& job : informers_[0]->cache().list()) {
+    auto phase = kube::jsonString(job->json, "/status/phase").value_or("");
+    if (phase.empty() || phase == "Pending") {
+      KLOG_DEBUG("controller", "capacity freed: waking " << job->metadata.key());
+      queue_.add(job->metadata.key());
+    }
+  }
+}
+
+bool Controller::healthy() const {
+  for (const auto& i : informers_) {
+    if (!i->healthy(options_.unhealthyAfter)) return false;
+  }
+  return true;
 }
 
 bool Controller::synced() const {
@@ -149,7 +177,16 @@ bool Controller::run(kube::Cancellation& stop) {
   std::vector<std::thread> workers;
   for (int i = 0; i < std::max(1, options_.workers); ++i) workers.emplace_back([this] { work(); });
   kube::CancelRegistration reg(stop, [this] { queue_.shutDown(); });
+  std::thread resync;
+  if (options_.resyncPeriod.count() > 0) {
+    resync = std::thread([this, &stop] {
+      while (!stop.sleepFor(options_.resyncPeriod)) {
+        for (const auto& key : informers_[0]->cache().keys()) queue_.add(key);
+      }
+    });
+  }
   for (auto& t : workers) t.join();
+  if (resync.joinable()) resync.join();
   for (auto& i : informers_) i->stop();
   return true;
 }

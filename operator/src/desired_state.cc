@@ -2,6 +2,8 @@
 
 #include <time.h>
 
+#include <cstdio>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -13,6 +15,7 @@
 #include "rpcjob/api/validate.h"
 #include "rpcjob/assignment/pair_links.h"
 #include "rpcjob/operator/children.h"
+#include "rpcjob/operator/termination_report.h"
 
 namespace rpcjob::op {
 namespace {
@@ -24,9 +27,7 @@ namespace r = kube::resources;
 // Per-peer channels and device maps are copied into status.workers only up to
 // this many workers (all pairs grow quadratically; the ConfigMap has them all).
 constexpr int kMaxWorkersWithPeerTables = 32;
-// How long pods rejected by the scheduler wait before they are planned and
-// created again.
-constexpr std::chrono::seconds kReplanDelay{10};
+constexpr const char* kAnnotationSpecHash = "rpcjob.dev/spec-hash";
 
 // What the run policy needs to know of one pod.
 struct PodView {
@@ -34,7 +35,10 @@ struct PodView {
   bool deleting = false;
   int generation = -1;
   std::string phase;
-  std::string node;  // planned node (annotation)
+  std::string node;       // planned node (annotation)
+  std::string boundNode;  // spec.nodeName: where the scheduler put it
+  std::string specHash;   // podSpecHash of the spec it was made from ("" before hashes)
+  std::vector<std::string> containers;
   bool ready = false;
   bool schedulerRejected = false;
   std::string detail;  // why it failed or was rejected
@@ -55,7 +59,18 @@ PodView viewOf(const kube::Object& pod) {
   if (gen != pod.metadata.labels.end()) v.generation = std::atoi(gen->second.c_str());
   auto node = pod.metadata.annotations.find(kAnnotationNode);
   if (node != pod.metadata.annotations.end()) v.node = node->second;
+  auto hash = pod.metadata.annotations.find(kAnnotationSpecHash);
+  if (hash != pod.metadata.annotations.end()) v.specHash = hash->second;
   auto json = kube::detail::parseJson(pod.json);
+  if (json && json->has_object_field("spec")) {
+    const value& spec = json->at("spec");
+    v.boundNode = kube::detail::getString(spec, "nodeName");
+    if (spec.has_array_field("containers")) {
+      for (const auto& c : spec.at("containers").as_array()) {
+        v.containers.push_back(kube::detail::getString(c, "name"));
+      }
+    }
+  }
   if (!json || !json->has_object_field("status")) return v;
   const value& st = json->at("status");
   v.phase = kube::detail::getString(st, "phase");
@@ -94,7 +109,12 @@ PodView viewOf(const kube::Object& pod) {
         break;
       }
     }
-    if (v.detail.empty()) v.detail = message.empty() ? "failed" : message;
+    // A pod of several workers: its launcher's report names the worker.
+    if (auto worker = workerFailureOf(pod.json)) v.detail = *worker;
+    if (v.detail.empty())
+      v.detail = message.empty() ? "failed" : message;
+    else if (v.detail == reason && !message.empty())
+      v.detail += ": " + message;  // Evicted
   }
   return v;
 }
@@ -135,6 +155,19 @@ class Computation {
   void fail(const std::string& reason, const std::string& message);
   void finishTerminal();  // ttl
   void relaunch(const std::string& reason, const std::string& message, bool countsAsRestart);
+  bool handleNodeLoss(const std::map<std::string, const PodView*>& current);
+  bool handleDeletedPod(const std::map<std::string, const PodView*>& current);
+  void rejected(const std::string& name, const PodView& p);
+  bool holdAfterRejection();
+  std::map<std::string, std::string> pinnedWorkers(
+      const std::map<std::string, const PodView*>& current) const;
+  bool deferSpecEdit(const std::map<std::string, const PodView*>& current);
+  void wakeAt(Clock::time_point t) {
+    if (!wake_ || t < *wake_) wake_ = t;
+  }
+  void clearWorkerPhases() {
+    for (auto& w : d_.status.workers) w.phase.clear();
+  }
   void ensureServiceAndConfigMap();
   void fillWorkers();
   DesiredState finish();
@@ -147,6 +180,8 @@ class Computation {
   std::string now_;
   std::vector<PodView> pods_;      // every pod the job controls
   std::set<std::string> created_;  // pods this computation creates
+  std::string specHash_;
+  std::optional<Clock::time_point> wake_;
 };
 
 void Computation::setCondition(const std::string& type, bool status, const std::string& reason,
@@ -181,6 +216,7 @@ void Computation::invalid(const std::string& message) {
   if (findCondition(d_.status.conditions, "Running")) setCondition("Running", false, "Invalid", "");
   d_.status.phase = "Failed";
   d_.status.readyWorkers = 0;
+  clearWorkerPhases();
   removeAllPods();
 }
 
@@ -227,7 +263,147 @@ void Computation::relaunch(const std::string& reason, const std::string& message
   setCondition("Running", false, reason, message);
   d_.status.phase = "Restarting";
   d_.status.readyWorkers = 0;
+  clearWorkerPhases();
   removeAllPods();
+}
+
+// A running pod whose node is gone, or NotReady longer than the grace period:
+// the pod cannot finish, and its node cannot confirm a deletion (forced).
+bool Computation::handleNodeLoss(const std::map<std::string, const PodView*>& current) {
+  std::map<std::string, std::string> lost;  // node -> why
+  std::string firstPod;
+  for (const auto& [name, p] : current) {
+    if (p->boundNode.empty() || p->phase == "Succeeded" || p->phase == "Failed") continue;
+    const planner::Node* node = nullptr;
+    for (const auto& n : o_.cluster.nodes) node = n.name == p->boundNode ? &n : node;
+    std::string why;
+    if (node == nullptr) {
+      why = "node " + p->boundNode + " was deleted";
+    } else if (!node->ready) {
+      auto since = o_.nodeReadySince.find(p->boundNode);
+      if (since != o_.nodeReadySince.end() && o_.now < since->second + o_.nodeLostGrace) {
+        wakeAt(since->second + o_.nodeLostGrace);
+        continue;
+      }
+      why = "node " + p->boundNode + " is NotReady" +
+            (since == o_.nodeReadySince.end() ? "" : " since " + formatTime(since->second)) +
+            " (grace " + std::to_string(o_.nodeLostGrace.count()) + " s)";
+    } else {
+      continue;
+    }
+    if (lost.emplace(p->boundNode, why).second && firstPod.empty()) firstPod = name;
+  }
+  if (lost.empty()) return false;
+  const auto& [node, why] = *lost.begin();
+  relaunch("NodeLost", why + ": pod " + firstPod + " lost", true);
+  for (auto& r : d_.remove) {
+    for (const auto& p : pods_) {
+      if (p.obj->metadata.name == r.name && lost.count(p.boundNode)) r.force = true;
+    }
+  }
+  if (d_.status.phase != "Failed") fillWorkers();
+  clearWorkerPhases();
+  return true;
+}
+
+// A pod the status says ran for this generation (phase Running), that is gone
+// or going without the operator deleting it (kubectl delete, eviction by the API, a
+// node's garbage collection): the whole job restarts, counted like a failure
+// (a worker's peers cannot continue without it; see operator/README.md).
+bool Computation::handleDeletedPod(const std::map<std::string, const PodView*>& current) {
+  for (const auto& w : prev_.workers) {
+    // Only a pod that ran: one deleted while Pending is simply created again
+    // (and a cache that lags behind a create never looks like a deletion).
+    if (w.pod.empty() || w.phase != "Running") continue;
+    if (current.count(w.pod) || o_.expectedPods.count(w.pod)) continue;
+    relaunch("PodDeleted", "pod " + w.pod + " (worker " + w.name + ") was deleted", true);
+    if (d_.status.phase != "Failed") fillWorkers();
+    clearWorkerPhases();
+    return true;
+  }
+  return false;
+}
+
+void Computation::rejected(const std::string& name, const PodView& p) {
+  auto& st = d_.status;
+  st.schedulerRejections = prev_.schedulerRejections + 1;
+  if (!p.node.empty() && std::find(st.rejectedNodes.begin(), st.rejectedNodes.end(), p.node) ==
+                             st.rejectedNodes.end()) {
+    st.rejectedNodes.push_back(p.node);
+  }
+  auto delay = rejectionBackoff(ref_.uid, st.schedulerRejections);
+  setCondition("Planned", false, "Unschedulable",
+               "the scheduler rejected pod " + name + " on " + p.node + ": " + p.detail +
+                   "; re-planning without " +
+                   (st.rejectedNodes.size() == 1 ? "that node" : "those nodes") + " in " +
+                   std::to_string((delay.count() + 999) / 1000) + " s (rejection " +
+                   std::to_string(st.schedulerRejections) + ")");
+  if (findCondition(st.conditions, "Running")) setCondition("Running", false, "Unschedulable", "");
+  st.phase = "Pending";
+  st.readyWorkers = 0;
+  removeAllPods();
+  fillWorkers();
+  clearWorkerPhases();
+  wakeAt(o_.now + delay);
+}
+
+// After a rejection: nothing is created until the backoff has passed.
+bool Computation::holdAfterRejection() {
+  if (prev_.schedulerRejections <= 0) return false;
+  const api::Condition* c = findCondition(prev_.conditions, "Planned");
+  if (!c || c->status != "False" || c->reason != "Unschedulable") return false;
+  auto since = parseTime(c->lastTransitionTime);
+  if (!since) return false;
+  auto until = *since + rejectionBackoff(ref_.uid, prev_.schedulerRejections);
+  if (o_.now >= until) return false;
+  removeAllPods();
+  d_.status.phase = "Pending";
+  wakeAt(until);
+  return true;
+}
+
+// Where the live pods of this generation run: their workers stay there.
+std::map<std::string, std::string> Computation::pinnedWorkers(
+    const std::map<std::string, const PodView*>& current) const {
+  std::map<std::string, std::string> pinned;
+  const bool shared = job_.spec.placement.workersPerPod == api::WorkersPerPod::Auto;
+  for (const auto& [name, p] : current) {
+    const std::string node = p->boundNode.empty() ? p->node : p->boundNode;
+    if (node.empty()) continue;
+    for (const auto& g : job_.spec.workers) {
+      for (int i = 0; i < g.replicas; ++i) {
+        const std::string worker = api::workerName(g, i);
+        bool in = shared ? std::find(p->containers.begin(), p->containers.end(), worker) !=
+                               p->containers.end()
+                         : api::workerPodName(ref_.name, g.name, i) == name;
+        if (in) pinned[worker] = node;
+      }
+    }
+  }
+  return pinned;
+}
+
+// Live pods made from another spec (all but runPolicy): a running job's pods
+// are never changed in place, so the edit waits for the next launch (a restart,
+// or suspend and resume); SpecApplied says so and observedGeneration stays.
+bool Computation::deferSpecEdit(const std::map<std::string, const PodView*>& current) {
+  bool stale = false;
+  for (const auto& [name, p] : current) {
+    if (!p->specHash.empty() && p->specHash != specHash_) stale = true;
+  }
+  if (!stale) {
+    if (findCondition(prev_.conditions, "SpecApplied") &&
+        !isTrue(prev_.conditions, "SpecApplied")) {
+      setCondition("SpecApplied", true, "Applied", "the pods run the current spec");
+    }
+    return false;
+  }
+  d_.status.observedGeneration = prev_.observedGeneration;
+  setCondition("SpecApplied", false, "DeferredWhileRunning",
+               "spec changed (generation " + std::to_string(o_.job.metadata.generation) +
+                   ") while pods of an older spec run; pods are never changed in place: the change "
+                   "applies at the next launch (a restart, or suspend and resume)");
+  return true;
 }
 
 void Computation::ensureServiceAndConfigMap() {
@@ -302,6 +478,11 @@ DesiredState Computation::finish() {
                          c.message.empty() ? c.type + " is " + c.status : c.message});
   }
   d_.statusChanged = api::statusToJson(d_.status) != api::statusToJson(prev_);
+  if (wake_) {
+    auto in = std::chrono::duration_cast<std::chrono::milliseconds>(*wake_ - o_.now) +
+              std::chrono::milliseconds(100);
+    if (!d_.requeueAfter || in < *d_.requeueAfter) d_.requeueAfter = in;
+  }
   return std::move(d_);
 }
 
@@ -318,6 +499,7 @@ DesiredState Computation::run() {
   job_.metadata.uid = meta.uid;
   job_.metadata.generation = meta.generation;
   prev_ = job_.status.value_or(api::RpcJobStatus{});
+  specHash_ = podSpecHash(o_.job.json);
   d_.status = prev_;
   d_.status.observedGeneration = meta.generation;
 
@@ -364,12 +546,88 @@ DesiredState Computation::run() {
          "the job ran longer than activeDeadlineSeconds (" + std::to_string(*deadline) + " s)");
     return finish();
   }
+  if (deadline && started) wakeAt(*started + std::chrono::seconds(*deadline));
 
+  // The pods of the current generation, by name; the others go.
+  const int gen = prev_.restarts;
+  std::map<std::string, const PodView*> current;
+  std::set<std::string> taken;  // names held by any pod, even one being deleted
+  for (const auto& p : pods_) {
+    taken.insert(p.obj->metadata.name);
+    if (p.deleting) continue;
+    if (p.generation == gen) {
+      current[p.obj->metadata.name] = &p;
+    } else {
+      removePod(p);
+    }
+  }
+
+  // Failures first, before any planning: the status never says Running while a
+  // worker is gone.
+  if (handleNodeLoss(current)) return finish();
+  for (const auto& [name, p] : current) {
+    if (p->phase == "Failed" && !p->schedulerRejected) {
+      relaunch("WorkerFailed", "pod " + name + " failed: " + p->detail, true);
+      if (d_.status.phase != "Failed") fillWorkers();
+      clearWorkerPhases();
+      return finish();
+    }
+  }
+  if (handleDeletedPod(current)) return finish();
+  for (const auto& [name, p] : current) {
+    if (p->schedulerRejected) {
+      rejected(name, *p);
+      return finish();
+    }
+  }
+  if (holdAfterRejection()) return finish();
+
+  // A spec edit under running pods waits (they are never changed in place).
+  if (deferSpecEdit(current)) {
+    size_t succeeded = 0, running = 0;
+    for (const auto& [name, p] : current) {
+      succeeded += p->phase == "Succeeded";
+      running += p->phase == "Running";
+    }
+    std::set<std::string> launched;
+    for (const auto& w : prev_.workers) launched.insert(w.pod);
+    if (!launched.empty() && succeeded == launched.size() && current.size() == launched.size()) {
+      setCondition("Succeeded", true, "AllWorkersSucceeded",
+                   "all " + plural(launched.size(), "pod") + " of the job succeeded");
+      setCondition("Running", false, "AllWorkersSucceeded", "");
+      d_.status.phase = "Succeeded";
+      d_.status.completionTime = now_;
+      d_.status.readyWorkers = 0;
+      cleanUpPods();
+      finishTerminal();
+    }
+    return finish();
+  }
+
+  // Plan: the live pods stay where they are (pinned); only missing pods are placed.
   planner::PlanOptions po;
   po.target = planner::Target::Kubernetes;
-  d_.plan = planner::planJob(job_, o_.cluster, po);
+  po.pinned = pinnedWorkers(current);
+  if (!prev_.rejectedNodes.empty() && po.pinned.empty()) {
+    // Leave out the nodes that rejected this job while another placement fits.
+    planner::ClusterView avoiding = o_.cluster;
+    for (auto& n : avoiding.nodes) {
+      if (std::find(prev_.rejectedNodes.begin(), prev_.rejectedNodes.end(), n.name) !=
+          prev_.rejectedNodes.end()) {
+        n.unschedulable = true;
+      }
+    }
+    d_.plan = planner::planJob(job_, avoiding, po);
+  }
+  if (!d_.plan.planned()) d_.plan = planner::planJob(job_, o_.cluster, po);
   if (d_.plan.outcome == planner::PlanOutcome::Invalid) {
     invalid(d_.plan.message.empty() ? api::formatErrors(d_.plan.errors) : d_.plan.message);
+    return finish();
+  }
+  if (!d_.plan.planned() && !po.pinned.empty()) {
+    // The live pods' placement is no longer valid (a pinned node left the view
+    // before it was seen lost): relaunch, not counted.
+    relaunch("PlacementInvalid", d_.plan.message, false);
     return finish();
   }
   if (!d_.plan.planned()) {
@@ -385,56 +643,18 @@ DesiredState Computation::run() {
   setCondition("Planned", true, "Planned", d_.plan.message);
   ensureServiceAndConfigMap();
 
-  // The pods of the current generation, by name; the others go.
-  const int gen = prev_.restarts;
-  std::map<std::string, const PodView*> current;
-  std::set<std::string> taken;  // names held by any pod, even one being deleted
-  for (const auto& p : pods_) {
-    taken.insert(p.obj->metadata.name);
-    if (p.deleting) continue;
-    if (p.generation == gen) {
-      current[p.obj->metadata.name] = &p;
-    } else {
-      removePod(p);
-    }
-  }
   std::map<std::string, const planner::PodPlan*> planned;
   for (const auto& pp : d_.plan.pods) planned[pp.name] = &pp;
 
-  for (const auto& [name, p] : current) {
-    if (p->schedulerRejected) {
-      relaunch("SchedulerRejected",
-               "pod " + name + " was rejected on " + p->node + ": " + p->detail, false);
-      fillWorkers();
-      return finish();
-    }
-  }
-  for (const auto& [name, p] : current) {
-    if (p->phase == "Failed") {
-      relaunch("WorkerFailed", "pod " + name + " failed: " + p->detail, true);
-      if (d_.status.phase != "Failed") fillWorkers();
-      return finish();
-    }
-  }
-  for (const auto& [name, p] : current) {
-    auto want = planned.find(name);
-    if (want == planned.end() || want->second->node != p->node) {
-      relaunch("PlacementChanged",
-               "pod " + name + " is on " + p->node + " but the plan now puts " +
-                   (want == planned.end() ? "no pod of that name" : "it on " + want->second->node),
-               false);
-      fillWorkers();
-      return finish();
-    }
-  }
-
-  size_t succeeded = 0, running = 0;
+  size_t succeeded = 0, running = 0, bound = 0;
   int ready = 0;
   for (const auto& [name, p] : current) {
     if (p->phase == "Succeeded") ++succeeded;
+    if (!p->boundNode.empty()) ++bound;
     if (p->phase == "Running") {
       ++running;
-      if (p->ready) ready += static_cast<int>(planned.at(name)->workers.size());
+      auto pp = planned.find(name);
+      if (p->ready && pp != planned.end()) ready += static_cast<int>(pp->second->workers.size());
     }
   }
   const size_t n = d_.plan.pods.size();
@@ -452,26 +672,31 @@ DesiredState Computation::run() {
     finishTerminal();
     return finish();
   }
+  if (bound == n && current.size() == n) {
+    d_.status.schedulerRejections = 0;  // the scheduler took them all
+    d_.status.rejectedNodes.clear();
+  }
 
   // Create what is missing; a name still held by an old pod waits for its deletion.
-  // After a scheduler rejection, wait kReplanDelay first: the cluster may not have
-  // changed yet, and an identical plan would only be rejected again.
-  std::optional<Clock::time_point> holdUntil;
-  if (const api::Condition* c = findCondition(prev_.conditions, "Restarting");
-      c && c->status == "True" && c->reason == "SchedulerRejected") {
-    auto since = parseTime(c->lastTransitionTime);
-    if (since && o_.now < *since + kReplanDelay) holdUntil = *since + kReplanDelay;
-  }
   size_t present = current.size();
   for (const auto& pp : d_.plan.pods) {
-    if (current.count(pp.name) || taken.count(pp.name) || holdUntil) continue;
+    if (current.count(pp.name)) continue;
+    if (o_.expectedPods.count(pp.name)) {
+      created_.insert(pp.name);  // created, not in the cache yet
+      ++present;
+      continue;
+    }
+    if (taken.count(pp.name)) continue;
     std::string hostname = pp.node;
     for (const auto& node : o_.cluster.nodes) {
       if (node.name != pp.node) continue;
       auto h = node.labels.find(kHostnameLabel);
       if (h != node.labels.end()) hostname = h->second;
     }
-    d_.create.push_back({&r::kPods, pp.name, podJson(ref_, job_.spec, d_.plan, pp, hostname, gen)});
+    auto pod = kube::detail::parseJson(podJson(ref_, job_.spec, d_.plan, pp, hostname, gen));
+    if (!pod) continue;
+    (*pod)["metadata"]["annotations"][kAnnotationSpecHash] = value::string(specHash_);
+    d_.create.push_back({&r::kPods, pp.name, pod->serialize()});
     created_.insert(pp.name);
     ++present;
   }
@@ -492,14 +717,9 @@ DesiredState Computation::run() {
   } else {
     d_.status.phase = running == n ? "Running" : "Planned";
   }
-  if (holdUntil) {
-    d_.requeueAfter = std::chrono::duration_cast<std::chrono::milliseconds>(*holdUntil - o_.now) +
-                      std::chrono::milliseconds(100);
-  } else if (deadline) {
+  if (deadline) {
     auto start = parseTime(d_.status.startTime).value_or(o_.now);
-    auto left = start + std::chrono::seconds(*deadline) - o_.now;
-    d_.requeueAfter = std::chrono::duration_cast<std::chrono::milliseconds>(left) +
-                      std::chrono::milliseconds(100);
+    wakeAt(start + std::chrono::seconds(*deadline));
   }
   return finish();
 }
@@ -530,6 +750,78 @@ std::optional<Clock::time_point> parseTime(const std::string& text) {
 
 DesiredState computeDesiredState(const ObservedJob& observed) {
   return Computation(observed).run();
+}
+
+namespace {
+uint64_t fnv1a(const std::string& text, uint64_t h = 1469598103934665603ULL) {
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+}  // namespace
+
+std::chrono::milliseconds rejectionBackoff(const std::string& uid, int rejections) {
+  constexpr int64_t kBaseMs = 5000, kCapMs = 300000;
+  int64_t ms = kBaseMs;
+  for (int i = 1; i < rejections && ms < kCapMs; ++i) ms *= 2;
+  ms = std::min(ms, kCapMs);
+  const double jitter =
+      0.5 +
+      0.5 * static_cast<double>(fnv1a(uid + "/" + std::to_string(rejections)) % 1000) / 1000.0;
+  return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(ms) * jitter));
+}
+
+std::string podSpecHash(const std::string& jobJson) {
+  auto v = kube::detail::parseJson(jobJson);
+  std::string text;
+  if (v && v->has_object_field("spec")) {
+    value spec = v->at("spec");
+    if (spec.has_field("runPolicy")) spec.erase("runPolicy");
+    text = spec.serialize();
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(text)));
+  return buf;
+}
+
+void applyChildErrors(DesiredState& d, const api::RpcJobStatus& observed,
+                      const std::vector<ChildError>& errors, const std::string& now) {
+  auto& cs = d.status.conditions;
+  auto it =
+      std::find_if(cs.begin(), cs.end(), [](const auto& c) { return c.type == "ReplicaFailure"; });
+  const api::Condition* before = findCondition(observed.conditions, "ReplicaFailure");
+  if (errors.empty()) {
+    if (it != cs.end() && it->status == "True") {
+      it->status = "False";
+      it->reason = "Created";
+      it->message = "";
+      it->lastTransitionTime = now;
+    }
+  } else {
+    const ChildError& e = errors.front();
+    std::string message = e.kind + " " + e.name + ": " + e.message;
+    if (errors.size() > 1) message += " (and " + plural(errors.size() - 1, "more error") + ")";
+    if (it == cs.end()) {
+      cs.push_back({"ReplicaFailure", "True", e.reason, message, now, d.status.observedGeneration});
+    } else {
+      if (it->status != "True") it->lastTransitionTime = now;
+      it->status = "True";
+      it->reason = e.reason;
+      it->message = message;
+    }
+    if (!before || before->status != "True" || before->reason != e.reason ||
+        before->message != message) {
+      d.events.push_back({"Warning", e.reason, message});
+    }
+    for (auto& w : d.status.workers) {
+      for (const auto& err : errors) {
+        if (err.kind == "Pod" && err.name == w.pod) w.phase.clear();
+      }
+    }
+  }
+  d.statusChanged = api::statusToJson(d.status) != api::statusToJson(observed);
 }
 
 }  // namespace rpcjob::op

@@ -37,6 +37,11 @@ bool Informer::waitForSync(std::chrono::milliseconds timeout) const {
   return syncedCv_.wait_for(lock, timeout, [this] { return synced_; });
 }
 
+bool Informer::healthy(std::chrono::steady_clock::duration tolerance) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !failingSince_ || std::chrono::steady_clock::now() - *failingSince_ < tolerance;
+}
+
 Informer::Stats Informer::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
@@ -53,6 +58,7 @@ bool Informer::relist() {
     KLOG_WARN("informer", resource_.plural << ": list failed: " << e.what());
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.errors;
+    if (!failingSince_) failingSince_ = std::chrono::steady_clock::now();
     return false;
   }
   std::map<std::string, ObjectPtr> fresh;
@@ -82,6 +88,7 @@ bool Informer::relist() {
     ++stats_.lists;
     stats_.resourceVersion = list.resourceVersion;
     synced_ = true;
+    failingSince_.reset();
   }
   syncedCv_.notify_all();
   KLOG_DEBUG("informer", resource_.plural << ": listed " << fresh.size() << " at version "
@@ -110,6 +117,7 @@ void Informer::apply(const WatchEvent& event) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.events;
+  failingSince_.reset();
 }
 
 void Informer::run() {
@@ -147,6 +155,7 @@ void Informer::run() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stats_.resourceVersion = rv;
+      if (end.end == StreamEnd::kEof || end.end == StreamEnd::kIdle) failingSince_.reset();
     }
     switch (end.end) {
       case StreamEnd::kCancelled:
@@ -176,6 +185,7 @@ void Informer::run() {
         {
           std::lock_guard<std::mutex> lock(mu_);
           ++stats_.errors;
+          if (!failingSince_) failingSince_ = std::chrono::steady_clock::now();
         }
         if (err.reason() == "BadWatchEvent") needList = true;
         auto delay = backoff.next();

@@ -151,8 +151,11 @@ bool LeaderElector::run(Cancellation& stop) {
   auto lastRenew = std::chrono::steady_clock::now();
   bool lost = false;
   while (!stop.sleepFor(options_.retryPeriod)) {
+    // The others count leaseDuration from when they see the renewal, which is
+    // never before this request started: measure from there, not from its answer.
+    const auto attempt = std::chrono::steady_clock::now();
     if (tryAcquireOrRenew()) {
-      lastRenew = std::chrono::steady_clock::now();
+      lastRenew = attempt;
       continue;
     }
     if (std::chrono::steady_clock::now() - lastRenew >= options_.renewDeadline) {

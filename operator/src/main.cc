@@ -48,7 +48,11 @@ struct Flags {
   std::string id;
   int workers = 2;
   std::string metricsAddress = "0.0.0.0";
-  int metricsPort = 8080;                  // 0: any free port (logged); -1: no HTTP server
+  int metricsPort = 8080;  // 0: any free port (logged); -1: no HTTP server
+  int nodeLostGraceSeconds = 60;
+  int resyncSeconds = 300;
+  double qps = 20;
+  int burst = 40;
   op::NetworkPolicyOptions networkPolicy;  // job_security.h
 };
 
@@ -58,7 +62,8 @@ void usage(std::FILE* out) {
                "                       [--leader-election-namespace NS] [--lease-name NAME]\n"
                "                       [--id ID]\n"
                "                       [--workers N] [--metrics-address IP] [--metrics-port N]\n"
-               "                       [--network-policy=true|false]\n"
+               "                       [--qps Q] [--burst N] [--node-lost-grace S]\n"
+               "                       [--resync-period S] [--network-policy=true|false]\n"
                "                       [--network-policy-metrics-from JSON] [-v] [--version]\n"
                "Without --kubeconfig: $KUBECONFIG, then the in-cluster service account,\n"
                "then ~/.kube/config. Without --namespace: all namespaces.\n");
@@ -137,6 +142,14 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "rpcjob-operator: --network-policy-metrics-from: %s\n", e.what());
         return 2;
       }
+    } else if (is("--qps")) {
+      flags.qps = std::atof(value("--qps").c_str());
+    } else if (is("--burst")) {
+      flags.burst = std::atoi(value("--burst").c_str());
+    } else if (is("--node-lost-grace")) {
+      flags.nodeLostGraceSeconds = std::atoi(value("--node-lost-grace").c_str());
+    } else if (is("--resync-period")) {
+      flags.resyncSeconds = std::atoi(value("--resync-period").c_str());
     } else if (is("--workers")) {
       flags.workers = std::atoi(value("--workers").c_str());
     } else {
@@ -155,7 +168,10 @@ int main(int argc, char** argv) {
   }
   KLOG_INFO("main", "rpcjob-operator " << RPCJOB_VERSION_STRING << " using " << config.server
                                        << " from " << config.source);
-  auto client = kube::Client::fromConfig(config);
+  kube::ClientOptions clientOptions;
+  clientOptions.qps = flags.qps;
+  clientOptions.burst = flags.burst;
+  auto client = kube::Client::fromConfig(config, clientOptions);
 
   std::thread signals([set] {
     int sig = 0;
@@ -168,8 +184,10 @@ int main(int argc, char** argv) {
   op::JobReconciler reconciler(client,
                                std::make_shared<kube::EventRecorder>(client, "rpcjob-operator"));
   reconciler.setNetworkPolicy(flags.networkPolicy);
+  reconciler.setNodeLostGrace(std::chrono::seconds(flags.nodeLostGraceSeconds));
   op::OperatorMetrics metrics;
   op::ControllerOptions co;
+  co.resyncPeriod = std::chrono::seconds(flags.resyncSeconds);
   co.ns = flags.ns;
   co.workers = flags.workers;
   co.onReconciled = [&metrics](const std::string&, std::chrono::duration<double> took, bool ok) {
@@ -187,7 +205,14 @@ int main(int argc, char** argv) {
     ho.bindAddress = flags.metricsAddress;
     ho.port = static_cast<uint16_t>(flags.metricsPort);
     http = std::make_unique<metrics::HttpServer>(
-        ho, [&metrics] { return metrics.collect(); }, nullptr,
+        ho, [&metrics] { return metrics.collect(); },
+        [&](std::string& message) {
+          // Live while the informers keep in touch with the server; a controller
+          // whose caches go stale is restarted by the kubelet.
+          if (controller.healthy()) return true;
+          message = "an informer has not listed or watched for too long";
+          return false;
+        },
         [&](std::string& message) {
           if (flags.leaderElect && !leading) {
             message = "standby: not the leader";
@@ -243,12 +268,22 @@ int main(int argc, char** argv) {
       });
     };
     cb.onStoppedLeading = [&] {
+      if (!gStop.cancelled()) {
+        // Lost, not released: another replica may lead in a moment; a reconcile
+        // in flight must not act after that. Exit now (the Deployment restarts us).
+        KLOG_ERROR("main", "lost the lease: exiting");
+        std::_Exit(1);
+      }
       leading = false;
       metrics.setLeader(false);
       controllerStop.cancel();
     };
     cb.onNewLeader = [](const std::string& id) { KLOG_INFO("leader", "leader is " << id); };
-    kube::LeaderElector elector(client, lo, cb);
+    // Its own client: a renew call never waits longer than 2 s (see
+    // leader_election.h: renewDeadline + retryPeriod + call timeout < leaseDuration).
+    kube::ClientOptions leaseClientOptions;
+    leaseClientOptions.timeout = std::chrono::seconds(2);
+    kube::LeaderElector elector(kube::Client::fromConfig(config, leaseClientOptions), lo, cb);
     bool lost = elector.run(gStop);
     if (controllerThread.joinable()) controllerThread.join();
     rc = lost || syncFailed ? 1 : 0;

@@ -41,8 +41,18 @@ std::optional<std::vector<int>> placeInOrder(const std::vector<Slot>& slots,
   std::vector<int> workersOn(nodeCount, 0);
   std::vector<int> opened;  // Pack: nodes in the order they were first used
   std::vector<int> result(slots.size(), -1);
+  // Pinned workers first: they hold their node whether or not the policy would
+  // pick it now (they run there already).
   for (std::size_t s : order) {
     const Slot& slot = slots[s];
+    if (slot.pinned < 0) continue;
+    free[slot.pinned] -= slot.demand;
+    if (workersOn[slot.pinned]++ == 0) opened.push_back(slot.pinned);
+    result[s] = slot.pinned;
+  }
+  for (std::size_t s : order) {
+    const Slot& slot = slots[s];
+    if (result[s] >= 0) continue;
     int pick = -1;
     if (policy == api::PlacementPolicy::Pack) {
       for (int n : opened) {
@@ -74,7 +84,8 @@ std::optional<std::vector<int>> placeInOrder(const std::vector<Slot>& slots,
 
 }  // namespace
 
-std::vector<Slot> makeSlots(const api::RpcJob& job, const ClusterView& cluster) {
+std::vector<Slot> makeSlots(const api::RpcJob& job, const ClusterView& cluster,
+                            const std::map<std::string, std::string>& pinned) {
   std::vector<Slot> slots;
   for (std::size_t g = 0; g < job.spec.workers.size(); ++g) {
     const api::WorkerGroup& group = job.spec.workers[g];
@@ -86,7 +97,15 @@ std::vector<Slot> makeSlots(const api::RpcJob& job, const ClusterView& cluster) 
     }
     const Resources demand = demandOf(group);
     for (int i = 0; i < group.replicas; ++i) {
-      slots.push_back({static_cast<int>(g), i, api::workerName(group, i), demand, candidates});
+      Slot slot{static_cast<int>(g), i, api::workerName(group, i), demand, candidates, -1};
+      if (auto pin = pinned.find(slot.name); pin != pinned.end()) {
+        slot.candidates.clear();
+        for (std::size_t n = 0; n < cluster.nodes.size(); ++n) {
+          if (cluster.nodes[n].name == pin->second) slot.pinned = static_cast<int>(n);
+        }
+        if (slot.pinned >= 0) slot.candidates.push_back(slot.pinned);
+      }
+      slots.push_back(std::move(slot));
     }
   }
   return slots;

@@ -138,7 +138,14 @@ Plan planJob(const api::RpcJob& job, const ClusterView& cluster, const PlanOptio
     plan.errors = std::move(errors);
     return plan;
   }
-  const std::vector<Slot> slots = detail::makeSlots(job, cluster);
+  const std::vector<Slot> slots = detail::makeSlots(job, cluster, options.pinned);
+  for (const auto& slot : slots) {
+    if (options.pinned.count(slot.name) && slot.pinned < 0) {
+      return failed(PlanOutcome::Unschedulable, "NodeGone",
+                    "worker " + slot.name + " runs on node " + options.pinned.at(slot.name) +
+                        ", which is no longer in the cluster");
+    }
+  }
   const auto nodeOf =
       detail::place(slots, cluster, job.spec.placement.policy, job.spec.placement.workersPerGpu);
   if (!nodeOf) {

@@ -148,6 +148,7 @@ class Supervisor {
   bool killed_ = false;
   Clock::time_point killAt_;
   int interruptSignal_ = 0;
+  int failedWorker_ = -1;  // of this attempt
   bool statusShown_ = false;
   std::string lastStatusKey_;
   Clock::time_point lastStatus_;
@@ -334,6 +335,7 @@ void Supervisor::reap() {
       child.status = ExitStatus::fromWaitStatus(raw);
       readStream(child, child.out, false);
       readStream(child, child.err, false);
+      if (!stopping_ && !child.status.success()) failedWorker_ = static_cast<int>(i);
       act(policy_.onExit(static_cast<int>(i), child.status));
     }
   }
@@ -418,6 +420,7 @@ SupervisorResult Supervisor::run() {
         killGroupsAndWait();  // leftovers of the attempt (holding its ports, say)
         policy_.restarted();
         stopping_ = killed_ = false;
+        failedWorker_ = -1;
         say("restart " + std::to_string(policy_.restarts()) + " of " +
             std::to_string(policy_.backoffLimit()) + ": launching every worker again");
         launchAll();
@@ -481,6 +484,7 @@ SupervisorResult Supervisor::run() {
   result.reason = policy_.reason();
   result.message = policy_.message();
   result.interruptSignal = interruptSignal_;
+  result.failedWorker = policy_.phase() == JobPhase::Succeeded ? -1 : failedWorker_;
   result.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
   for (const auto& child : children_) {
     result.workers.push_back(

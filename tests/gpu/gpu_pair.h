@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -108,15 +109,19 @@ inline runtime::RuntimeOptions optionsFromEnv(const std::string& peer) {
   return o;
 }
 
+// More functions a binary registers on both sides (beside registerGpuFunctions).
+using Registrar = std::function<void(runtime::Runtime&)>;
+
 // Worker mode: returns true (after serving until the driver shuts down) when
 // this process was started as the worker.
-inline bool runWorkerIfAsked() {
+inline bool runWorkerIfAsked(const Registrar& more = nullptr) {
   const char* role = std::getenv("RPCJOB_GPU_ROLE");
   if (role == nullptr || std::string(role) != "worker") return false;
   try {
     auto assignment = assignmentFromPeerList(std::getenv("RPCJOB_GPU_PEERS"));
     runtime::Runtime rt(assignment, "w1", optionsFromEnv("driver"));
     registerGpuFunctions(rt);
+    if (more) more(rt);
     rt.start();
     rt.shutdown(runtime::ShutdownMode::kGraceful, std::chrono::seconds(600));
   } catch (const std::exception& e) {
@@ -129,7 +134,8 @@ inline bool runWorkerIfAsked() {
 class Pair {
  public:
   // driverMap: the driver's map to w1; workerMap: w1's map to the driver.
-  Pair(DeviceMap driverMap, const std::string& workerMap, const std::string& channels) {
+  Pair(DeviceMap driverMap, const std::string& workerMap, const std::string& channels,
+       const Registrar& more = nullptr) {
     peers_ = "driver@127.0.0.1:" + std::to_string(freePort()) +
              ",w1@127.0.0.1:" + std::to_string(freePort());
     pid_ = fork();
@@ -147,6 +153,7 @@ class Pair {
     o.startTimeout = std::chrono::seconds(60);
     driver_ = std::make_unique<runtime::Runtime>(assignmentFromPeerList(peers_), "driver", o);
     registerGpuFunctions(*driver_);
+    if (more) more(*driver_);
   }
   void start() {
     driver_->start();

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: configure and build the `gpu` preset (-j32), run the
-# GPU tests, instrument_test and metrics_test, `rpcjob run examples/model-split-cuda.yaml`
-# end to end, a 2-worker CUDA transfer between live rpcjob-workers whose /metrics is
-# fetched with curl (CUDA channel bytes and event-timed durations), the GPU benchmark
-# (ours beside PyTorch's RPC, same run) and the CPU rpcjob-bench --json.
+# GPU tests, instrument_test and metrics_test, a 2-worker CUDA transfer between live
+# rpcjob-workers whose /metrics is fetched with curl (CUDA channel bytes and event-timed
+# durations), two workers run by rpcjob-launch as in a pod (pod: CUDA_VISIBLE_DEVICES as
+# the device plugin sets it, the channel must be cuda_ipc/cuda_nvlink, the bytes exact),
+# the seed programs (seeds), the GPU benchmark (ours beside PyTorch's RPC, same run) and
+# the CPU rpcjob-bench --json.
 # Usage, from the repository root, with .gpudeps carried (made by
 # EXTRA="libtensorpipe-dev libnop-dev" ../shared/tools/gpu-deps.sh):
-#   tests/gpu/run-all.sh [build|test|e2e|bench|all|metrics]
+#   tests/gpu/run-all.sh [build|test|e2e|pod|seeds|bench|all|metrics]
+# (seeds: the seed programs examples/model-split and examples/resnet-pipeline built
+#  against an install of this build and run on their CUDA manifests with `rpcjob
+#  run`, then the pipeline tutorial's own PyTorch program: $OUT/seeds_table.md)
 # (metrics: the metrics overhead per recorder, after a build; not part of all;
 #  ROUNDS, SLICE and RECORDERS, a list of --recorders values, change it)
 # Logs go to gpu-logs/ and, packed, to $OUT/logs.tgz (the device tool brings back
@@ -68,8 +73,8 @@ if [[ $what == all || $what == build ]]; then
   head -c 6000 "$L/tp_headers.diff" 2>/dev/null
   (cmake --preset gpu -DRPCJOB_BUILD_OPERATOR=OFF -DTensorpipe_INCLUDE_DIR=$TORCH_DIR/include \
     -DRPCJOB_TENSORPIPE_EXTRA_INCLUDE_DIR=$TP >"$L/configure.log" 2>&1 &&
-    cmake --build $B -j32 --target rpcjob_gpu_test rpcjob-gpu-bench rpcjob-bench rpcjob-worker \
-      rpcjob >"$L/build.log" 2>&1) ||
+    cmake --build $B -j32 --target rpcjob_gpu_test rpcjob_gpu_autograd_test rpcjob-gpu-bench \
+      rpcjob-bench rpcjob-worker rpcjob rpcjob-launch >"$L/build.log" 2>&1) ||
     { grep -B5 -A25 -m3 "error" "$L/build.log" | head -120; tail -30 "$L/configure.log"; exit 1; }
   say "build ok ($((SECONDS - T0)) s)"
   cmake --build $B -j32 --target instrument_test metrics_test >"$L/build_tests.log" 2>&1 ||
@@ -90,6 +95,9 @@ if [[ $what == all || $what == test ]]; then
     sed 's/^/  skipped: /' | tee -a "$S"
   grep -E "^\[ *(FAILED|SKIPPED) " "$L/gpu_test.log" | tee -a "$S"
   grep -B2 -A6 "Failure" "$L/gpu_test.log" | head -40
+  timeout 200 $B/tests/gpu/rpcjob_gpu_autograd_test >"$L/gpu_autograd_test.log" 2>&1
+  say "gpu autograd tests rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/gpu_autograd_test.log" | tr '\n' ' ')"
+  grep -B2 -A6 "Failure" "$L/gpu_autograd_test.log" | head -40
   for t in instrument_test metrics_test; do
     bin=$(find $B/tests -name $t -type f | head -1)
     timeout 120 "$bin" >"$L/$t.log" 2>&1
@@ -100,25 +108,10 @@ if [[ $what == all || $what == test ]]; then
 fi
 
 if [[ $what == all || $what == e2e ]]; then
-  # rpcjob run of the CUDA examples: the runner counts the GPUs through NVML. The
-  # one-GPU example (two workers share GPU 0) runs anywhere; the two-GPU one where
-  # there are two.
   # The plan rpcjob run makes here, with the GPU topology NVML reports.
   $B/runner/rpcjob plan examples/model-split-one-gpu.yaml --local >"$L/plan_local.txt" 2>&1
   say "rpcjob plan --local rc=$?: $(grep -m1 'GPU topology' "$L/plan_local.txt")"
-  examples="model-split-one-gpu"
-  ((GPUS > 1)) && examples="$examples model-split-cuda"
-  port=29700
-  for ex in $examples; do
-    timeout 120 $B/runner/rpcjob run examples/$ex.yaml --worker-binary $B/worker/rpcjob-worker \
-      --run-dir "$L/run-$ex" --first-port $port >"$L/$ex.log" 2>&1
-    rc=$?
-    port=$((port + 20))
-    say "rpcjob run examples/$ex.yaml rc=$rc"
-    grep -E "model-split:|Succeeded|Failed|Unschedulable|GPU|share" "$L/$ex.log" | head -8 | tee -a "$S"
-    [[ $rc == 0 ]] || tail -30 "$L/$ex.log"
-  done
-  ((GPUS > 1)) || say "not run: examples/model-split-cuda.yaml (needs 2 GPUs, this machine has $GPUS)"
+  # The seed programs' examples (model-split*, resnet-pipeline*) run in `seeds`.
 
   # Two live workers, a CUDA transfer cuda:0 -> cuda:$W by the device map, /metrics by curl.
   A=$L/live-assignment.yaml
@@ -173,6 +166,129 @@ for path, direction in zip(sys.argv[1:], ("send", "recv")):
           f"event-timed transfers {n:.0f}, mean {1e6 * t / n if n else 0:.1f} us -> {'OK' if good else 'FAIL'}")
 print("live /metrics check:", "OK" if ok else "FAIL")
 PY
+fi
+
+if [[ $what == all || $what == seeds ]]; then
+  # As a user builds them (examples/*/README.md): install this build, build each
+  # program against the install with find_package(rpcjob), run its manifests.
+  T0=$SECONDS
+  P=$PWD/$B/sdk-prefix
+  rm -rf "$P"
+  cmake --install $B --prefix "$P" >"$L/seeds_install.log" 2>&1 || say "seeds: cmake --install FAILED"
+  for prog in model-split resnet-pipeline; do
+    (cmake -S examples/$prog -B $B/seeds/$prog -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      "-DCMAKE_PREFIX_PATH=$P;${CMAKE_PREFIX_PATH//:/;}" &&
+      cmake --build $B/seeds/$prog -j32) >"$L/seeds_build_$prog.log" 2>&1 ||
+      { say "seeds: build of examples/$prog FAILED"; grep -m3 -B2 -A12 "error" "$L/seeds_build_$prog.log" | head -50; }
+  done
+  say "seeds: install and build ($((SECONDS - T0)) s)"
+  examples="model-split-one-gpu resnet-pipeline-one-gpu"
+  ((GPUS > 1)) && examples="$examples model-split-cuda resnet-pipeline-cuda"
+  port=29900
+  for ex in $examples; do
+    PATH=$PWD/$B/seeds/model-split:$PWD/$B/seeds/resnet-pipeline:$P/bin:$PATH \
+      timeout 600 "$P/bin/rpcjob" run examples/$ex.yaml --run-dir "$L/run-$ex" --first-port $port \
+      >"$L/$ex.log" 2>&1
+    rc=$?
+    port=$((port + 20))
+    say "rpcjob run examples/$ex.yaml rc=$rc"
+    grep -E "RPC total execution time|RPC gradients|cuda RPC skipped|number of splits|ResNet50 pipeline:|Succeeded|Failed|Unschedulable|share" \
+      "$L/$ex.log" | head -14 | tee -a "$S"
+    [[ $rc == 0 ]] || tail -30 "$L/$ex.log"
+  done
+  ((GPUS > 1)) || say "not run: examples/model-split-cuda.yaml, resnet-pipeline-cuda.yaml (need 2 GPUs, this machine has $GPUS)"
+  # The tutorial's own program, the same sizes, on the same GPUs.
+  PYTHONUNBUFFERED=1 timeout 900 python3 benchmarks/gpu/resnet_pipeline_torch.py 29990 \
+    >"$L/resnet_pipeline_torch.log" 2>&1
+  say "PyTorch pipeline tutorial rc=$?"
+  grep -E "^number of splits" "$L/resnet_pipeline_torch.log" | tee -a "$S"
+  ours=$L/resnet-pipeline-one-gpu.log
+  ((GPUS > 1)) && ours=$L/resnet-pipeline-cuda.log
+  python3 benchmarks/gpu/seeds_table.py "$ours" "$L/resnet_pipeline_torch.log" \
+    "$L"/model-split-*.log | tee "$OUT/seeds_table.md"
+fi
+
+if [[ $what == all || $what == pod ]]; then
+  # Two workers of one pod, run the way the pod runs them (operator/README.md, "Pods"):
+  # one container that sees the pod's GPUs through CUDA_VISIBLE_DEVICES, renumbered
+  # from cuda:0, and rpcjob-launch starting both workers from a launch spec, with the
+  # assignment the planner makes for Kubernetes (pod-local GPU indices; the Service
+  # names replaced by loopback). One GPU: examples/model-split-one-gpu.yaml's layout
+  # (both workers share it); two or more: model-split-cuda's on the machine's last two
+  # GPUs in reverse order, so the pod's cuda:0 is not the machine's. Checks: both runs
+  # exit 0, the 64 MiB tensors arrive exactly, the bytes went by cuda_ipc or
+  # cuda_nvlink and none by cuda_basic, and the model split's gradients match (the
+  # seed program examples/model-split, built by `seeds`).
+  # POD_DEVICE=cpu runs the same on a machine without GPUs (the CUDA checks skipped).
+  P=$L/pod
+  rm -rf "$P"
+  mkdir -p "$P"
+  dev=${POD_DEVICE:-cuda:0}
+  if ((GPUS > 1)); then
+    ex=model-split-cuda vis="$((GPUS - 1)),$((GPUS - 2))" podGpus=2
+  else
+    ex=model-split-one-gpu vis=0 podGpus=1
+  fi
+  printf 'nodes:\n  - {name: gpu-node, gpus: %d, nvlink: true}\n' "$((GPUS > 0 ? GPUS : 1))" >"$P/nodes.yaml"
+  $B/runner/rpcjob plan examples/$ex.yaml --nodes "$P/nodes.yaml" --output yaml >"$P/plan.yaml" 2>&1 ||
+    { say "pod: rpcjob plan FAILED"; cat "$P/plan.yaml"; }
+  grep -q "gpus: $podGpus\$" "$P/plan.yaml" || say "pod: FAIL the plan's pod does not ask for $podGpus GPU(s)"
+  sed -n '/^assignment:/,/^pairs:/p' "$P/plan.yaml" | sed '1d;$d;s/^  //' |
+    sed -E 's/address: [^,]*:295([0-9][0-9])/address: "127.0.0.1:298\1"/' >"$P/assignment.yaml"
+  worker() {  # name rank program args...: one worker of the launch spec (JSON)
+    local name=$1 rank=$2 argv="" a
+    shift 2
+    for a in "$@"; do argv="$argv${argv:+,}\"$a\""; done
+    printf '{"name":"%s","argv":[%s],"env":[{"name":"RPCJOB_WORKER_NAME","value":"%s"},{"name":"RPCJOB_RANK","value":"%s"},{"name":"RPCJOB_WORLD_SIZE","value":"2"},{"name":"RPCJOB_ASSIGNMENT","value":"%s"},{"name":"RPCJOB_METRICS_PORT","value":"0"},{"name":"RPCJOB_METRICS_FILE","value":"%s"}]}' \
+      "$name" "$argv" "$name" "$rank" "$P/assignment.yaml" "$P/$run-$name.metrics"
+  }
+  pod_ok=1
+  runs="send split"
+  [[ $dev == cpu ]] && runs=send  # the model split takes the assignment's GPUs
+  [[ -x $B/seeds/model-split/rpcjob-model-split ]] ||
+    { [[ $runs == send ]] || say "pod: no $B/seeds/model-split/rpcjob-model-split (run seeds first): split not run"; runs=send; }
+  for run in $runs; do
+    if [[ $run == send ]]; then
+      m=$(worker master 0 rpcjob-worker send --bytes 67108864 --count 10 --device $dev --verify)
+      s=$(worker shard 1 rpcjob-worker send)
+    else
+      m=$(worker master 0 rpcjob-model-split --mode cuda)
+      s=$(worker shard 1 rpcjob-model-split --mode cuda)
+    fi
+    echo "{\"workers\":[$m,$s]}" >"$P/$run.json"
+    CUDA_VISIBLE_DEVICES=$vis PATH=$PWD/$B/worker:$PWD/$B/seeds/model-split:$PATH \
+      timeout 120 $B/runner/rpcjob-launch \
+      --spec "$P/$run.json" --report "$P/$run-report.json" >"$P/$run.log" 2>&1
+    rc=$?
+    ((rc == 0)) || pod_ok=0
+    say "pod ($ex, CUDA_VISIBLE_DEVICES=$vis): rpcjob-launch $run rc=$rc;" \
+      "$(grep -hE 'values exact|RPC gradients' "$P/$run.log" | sed 's/^\[master\] //' | tail -1)"
+    [[ $rc == 0 ]] || tail -20 "$P/$run.log"
+    cat "$P/$run-report.json" >>"$P/reports.txt" 2>/dev/null
+  done
+  grep -q "values exact: yes" "$P/send.log" || pod_ok=0
+  [[ $runs == send ]] || grep -q "cuda RPC gradients match the local run" "$P/split.log" || pod_ok=0
+  python3 - "$P/send-master.metrics" "$dev" <<'PY' 2>&1 | tee -a "$S"
+import re, sys
+path, dev = sys.argv[1], sys.argv[2]
+try:
+    text = open(path).read()
+except OSError as e:
+    print(f"  pod channels: FAIL no metrics file ({e})"); sys.exit(1)
+by = {}
+for m in re.finditer(r'^rpcjob_channel_bytes_total\{([^}]*)\} (\S+)$', text, re.M):
+    if 'direction="send"' in m.group(1):
+        ch = re.search(r'channel="([^"]+)"', m.group(1)).group(1)
+        by[ch] = by.get(ch, 0) + float(m.group(2))
+print("  pod channels (master sends, bytes):", {k: int(v) for k, v in sorted(by.items())})
+if dev.startswith("cuda"):
+    fast = by.get("cuda_ipc", 0) + by.get("cuda_nvlink", 0)
+    good = fast >= 10 * 67108864 and by.get("cuda_basic", 0) == 0
+    print("  pod channel check (cuda_ipc/cuda_nvlink, no cuda_basic):", "OK" if good else "FAIL")
+    sys.exit(0 if good else 1)
+PY
+  ((${PIPESTATUS[0]} == 0)) || pod_ok=0
+  say "pod check: $([[ $pod_ok == 1 ]] && echo OK || echo FAIL)"
 fi
 
 if [[ $what == all || $what == bench ]]; then

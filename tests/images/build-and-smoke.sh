@@ -108,7 +108,7 @@ for name in $images; do
   case "$name" in
     operator) check_common operator rpcjob-operator ;;
     worker)
-      check_common worker rpcjob-worker rpcjob-bench
+      check_common worker rpcjob-worker rpcjob-bench rpcjob-launch
       run_in "localhost/rpcjob-worker:$version" sh -c \
         'ls /usr/local/lib/librpcjob_runtime.so* && test -f /usr/local/include/rpcjob/runtime/runtime.h && test -f /usr/local/lib/cmake/rpcjob/rpcjobConfig.cmake && ls /usr/local/share/rpcjob/examples' \
         >/dev/null && echo "ok: rpcjob-worker ships the runtime library, headers, CMake package and examples" \

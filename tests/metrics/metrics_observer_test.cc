@@ -1,4 +1,4 @@
-// rpcjob-worker's RPC observer (worker/tools/metrics_observer.h) over real
+// The RPC observer of rpcjob_telemetry (worker/telemetry/src/metrics_observer.h) over real
 // metrics: what a call records, and that a call started while recording was
 // paused (rpcjob/metrics/recording.h) records nothing at all, its end included,
 // so the in-flight gauge stays balanced whatever the switch does meanwhile.
@@ -64,7 +64,7 @@ double value(const metrics::Metrics& m, const std::string& name,
 
 TEST(MetricsObserver, PausedCallsRecordNothingAndInFlightStaysBalanced) {
   metrics::Metrics m;
-  worker::MetricsObserver observer(m.rpc(), {"f"});
+  telemetry::MetricsObserver observer(m.rpc(), {"f"});
   const std::map<std::string, std::string> ok{
       {"side", "client"}, {"function", "f"}, {"status", "ok"}};
   const std::map<std::string, std::string> client{{"side", "client"}};
@@ -108,7 +108,7 @@ TEST(MetricsObserver, CountsRefusedHandshakesByReasonEvenWhilePaused) {
 // The observer pauses with its own recorder, not with the decorators'.
 TEST(MetricsObserver, PausesWithItsOwnRecorderOnly) {
   metrics::Metrics m;
-  worker::MetricsObserver observer(m.rpc(), {"f"});
+  telemetry::MetricsObserver observer(m.rpc(), {"f"});
   const std::map<std::string, std::string> ok{
       {"side", "client"}, {"function", "f"}, {"status", "ok"}};
   metrics::setRecording(static_cast<unsigned>(metrics::Recorder::kObserver));
@@ -128,7 +128,7 @@ TEST(MetricsObserver, PausesWithItsOwnRecorderOnly) {
 // side and every finish on TensorPipe's loop threads).
 TEST(MetricsObserver, OutOfMemoryLeavesTheCallUnrecordedWithoutThrowing) {
   metrics::Metrics m;
-  worker::MetricsObserver observer(m.rpc(), {"known"});
+  telemetry::MetricsObserver observer(m.rpc(), {"known"});
   runtime::Observer::CallToken client, server;
   tFailAllocations = true;
   EXPECT_NO_THROW(client = observer.callStarted("new-function", "w1", EventTime()));
@@ -173,7 +173,7 @@ double durationSum(const metrics::Metrics& m, const std::string& side) {
 // (never from one steady clock) counts as 0, not as ~584 years.
 TEST(MetricsObserver, LatencyIsTheDifferenceOfTheRuntimesTimes) {
   metrics::Metrics m;
-  worker::MetricsObserver observer(m.rpc(), {"f"});
+  telemetry::MetricsObserver observer(m.rpc(), {"f"});
   const auto t0 = EventTime::Clock::now();
   auto call = observer.callStarted("f", "w1", EventTime(t0));
   observer.callFinished("f", "w1", CallStatus::kOk, call,

@@ -1,13 +1,16 @@
 // The reconciler's pure parts: Node/Pod JSON -> ClusterView, the children built
 // from a plan, and computeDesiredState's status and run policy, step by step
 // through a simulated world (what the API server would hold after each act).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "rpcjob/api/parse.h"
 #include "rpcjob/api/serialize.h"
 #include "rpcjob/assignment/assignment.h"
+#include "rpcjob/assignment/pod_launch.h"
 #include "rpcjob/operator/children.h"
 #include "rpcjob/operator/cluster_view.h"
 #include "rpcjob/operator/desired_state.h"
@@ -100,6 +103,7 @@ class World {
       (s->kind == "Service" ? o.services : o.configMaps).push_back(s);
     }
     o.cluster = clusterViewFrom(nodes_, {}, "UID");
+    o.nodeReadySince = readySince;
     o.now = now;
     return o;
   }
@@ -159,6 +163,7 @@ class World {
   std::map<std::string, kube::ObjectPtr> pods_;
   std::map<std::string, kube::ObjectPtr> others_;
   std::vector<kube::ObjectPtr> nodes_;
+  std::map<std::string, std::chrono::system_clock::time_point> readySince;
   std::vector<std::string> events;
   std::string spec_;
   std::string status_;
@@ -323,7 +328,8 @@ TEST(DesiredState, StaleGenerationAndTerminatingPods) {
   // A pod of an older generation is deleted; a pod being deleted blocks its name.
   w.status_ = api::statusToJson([&] {
     auto s = w.status();
-    s.restarts = 1;
+    s.restarts = 1;  // as a restart writes it: no worker phases of the new generation yet
+    for (auto& wk : s.workers) wk.phase.clear();
     return s;
   }());
   w.markDeleting("job-worker-0");
@@ -332,30 +338,68 @@ TEST(DesiredState, StaleGenerationAndTerminatingPods) {
   for (const auto& c : d.create) EXPECT_NE(c.name, "job-worker-0");
 }
 
-TEST(DesiredState, SchedulerRejectionReplansWithoutCountingARestart) {
-  World w(spec());
-  w.step();
-  w.setPodStatus(
-      "job-worker-2",
-      R"({"phase":"Pending","conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/2 nodes: Insufficient nvidia.com/gpu"}]})");
-  DesiredState d = w.step();
-  EXPECT_EQ(d.remove.size(), 4u);
-  EXPECT_EQ(w.status().restarts, 0);
-  EXPECT_EQ(w.conditionString("Restarting"), "True/SchedulerRejected");
-  EXPECT_NE(w.condition("Restarting")->message.find("Insufficient"), std::string::npos);
-  DesiredState wait = w.step();
-  EXPECT_TRUE(w.pods_.empty()) << "re-planned only after a delay";
-  ASSERT_TRUE(wait.requeueAfter);
-  EXPECT_NEAR(wait.requeueAfter->count(), 10100, 10);
-  w.now += 10s;
-  w.step();
-  EXPECT_EQ(w.pods_.size(), 4u);
-  EXPECT_EQ(w.conditionString("Restarting"), "False/Relaunched");
+const std::string kRejected =
+    R"({"phase":"Pending","conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/2 nodes: Insufficient nvidia.com/gpu"}]})";
 
-  w.setPodStatus("job-worker-1", R"({"phase":"Failed","reason":"OutOfnvidia.com/gpu"})");
+TEST(DesiredState, SchedulerRejectionBacksOffWithJitterAvoidsTheNodeAndNeverCounts) {
+  World w(spec("{}", 1, 1));
   w.step();
+  const std::string node =
+      *jsonString(w.pods_.at("job-worker-0")->json, "/metadata/annotations/rpcjob.dev~1node");
+  w.setPodStatus("job-worker-0", kRejected);
+  DesiredState d = w.step();
+  EXPECT_EQ(d.remove.size(), 2u);
+  EXPECT_EQ(w.status().restarts, 0) << "a rejection is not a restart";
+  EXPECT_EQ(w.status().schedulerRejections, 1);
+  EXPECT_EQ(w.status().rejectedNodes, std::vector<std::string>{node});
+  EXPECT_EQ(w.status().phase, "Pending");
+  EXPECT_EQ(w.conditionString("Planned"), "False/Unschedulable");
+  EXPECT_NE(w.condition("Planned")->message.find("Insufficient nvidia.com/gpu"), std::string::npos)
+      << "the scheduler's message";
+  ASSERT_TRUE(d.requeueAfter);
+  const auto first = rejectionBackoff("UID", 1);
+  EXPECT_GE(first.count(), 2500);
+  EXPECT_LT(first.count(), 5000);
+  EXPECT_EQ(d.requeueAfter->count(), first.count() + 100);
+  EXPECT_EQ(w.events, (std::vector<std::string>{"Planned", "Unschedulable"}));
+
+  DesiredState wait = w.step();  // within the backoff: nothing created
+  EXPECT_TRUE(wait.create.empty());
+  EXPECT_FALSE(wait.statusChanged);
+  w.now += first + 1s;
+  w.step();
+  ASSERT_EQ(w.pods_.size(), 2u);
+  for (const auto& [name, p] : w.pods_) {
+    EXPECT_NE(jsonString(p->json, "/metadata/annotations/rpcjob.dev~1node"), node)
+        << "the node that rejected is avoided while another fits";
+  }
+  // Rejected again and again: the delay doubles up to the cap, with jitter.
+  for (int k = 2; k <= 9; ++k) {
+    w.setPodStatus(w.pods_.begin()->first, kRejected);
+    DesiredState r = w.step();
+    EXPECT_EQ(w.status().schedulerRejections, k);
+    EXPECT_EQ(r.requeueAfter->count(), rejectionBackoff("UID", k).count() + 100);
+    w.now += rejectionBackoff("UID", k) + 1s;
+    w.step();
+  }
+  EXPECT_LE(rejectionBackoff("UID", 9).count(), 300000);
+  EXPECT_GE(rejectionBackoff("UID", 9).count(), 150000);
+  EXPECT_NE(rejectionBackoff("UID", 9), rejectionBackoff("OTHER", 9)) << "jitter per job";
   EXPECT_EQ(w.status().restarts, 0);
-  EXPECT_EQ(w.conditionString("Restarting"), "True/SchedulerRejected");
+  // Bound at last: the memory of rejections is cleared.
+  for (const auto& [name, p] : std::map<std::string, kube::ObjectPtr>(w.pods_)) {
+    std::string json = p->json;
+    json.replace(json.find("\"spec\":{") + 8, 0, R"("nodeName":"node-a",)");
+    w.pods_[name] = obj(json);
+  }
+  w.step();
+  EXPECT_EQ(w.status().schedulerRejections, 0);
+  EXPECT_TRUE(w.status().rejectedNodes.empty());
+
+  w.setPodStatus("job-worker-0", R"({"phase":"Failed","reason":"OutOfnvidia.com/gpu"})");
+  w.step();
+  EXPECT_EQ(w.status().restarts, 0) << "a kubelet admission failure is a rejection too";
+  EXPECT_EQ(w.conditionString("Planned"), "False/Unschedulable");
 }
 
 TEST(DesiredState, UnschedulableJobGetsAConditionOnceAndNoPods) {
@@ -449,18 +493,25 @@ TEST(DesiredState, CleanPodPolicyNoneKeepsPodsAll) {
   EXPECT_TRUE(d.remove.empty());
 }
 
-TEST(DesiredState, WorkersPerPodAutoSharesPodsOneContainerPerWorker) {
+TEST(DesiredState, WorkersPerPodAutoSharesPodsInOneLauncherContainer) {
   World w(spec("{}", 3, 1, R"({"workersPerPod":"Auto"})"));
   w.step();
   ASSERT_EQ(w.pods_.size(), 1u) << "4 GPUs fit one node: one pod";
   const std::string pod = w.pods_.begin()->second->json;
-  EXPECT_EQ(jsonString(pod, "/spec/containers/0/name"), "master");
-  EXPECT_EQ(jsonString(pod, "/spec/containers/3/name"), "worker2");
-  EXPECT_EQ(jsonString(pod, "/spec/containers/4/name"), "side") << "sidecars kept once";
-  EXPECT_EQ(jsonString(pod, "/spec/containers/3/env/1/value"), "3");
-  EXPECT_EQ(jsonString(pod, "/spec/containers/3/ports/0/name"), "rpc-3");
-  EXPECT_EQ(jsonString(pod, "/spec/containers/3/ports/1/name"), "metrics-3");
-  EXPECT_EQ(jsonString(pod, "/spec/containers/3/resources/limits/nvidia.com~1gpu"), "1");
+  // One container runs the 4 workers (rpcjob-launch) and holds the pod's 4 GPUs.
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/name"), "w");
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/command/0"), "rpcjob-launch");
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/resources/limits/nvidia.com~1gpu"), "4");
+  EXPECT_EQ(jsonString(pod, "/spec/containers/1/name"), "side") << "sidecars kept once";
+  EXPECT_FALSE(jsonString(pod, "/spec/containers/2/name"));
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/env/0/name"), "RPCJOB_POD_WORKERS");
+  const PodLaunch launch = parsePodLaunch(*jsonString(pod, "/spec/containers/0/env/0/value"));
+  ASSERT_EQ(launch.workers.size(), 4u);
+  EXPECT_EQ(launch.workers[3].name, "worker2");
+  EXPECT_THAT(launch.workers[3].env,
+              ::testing::Contains(std::make_pair(std::string("RPCJOB_RANK"), std::string("3"))));
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/ports/6/name"), "rpc-3");
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/ports/7/name"), "metrics-3");
   EXPECT_EQ(jsonString(pod, "/spec/shareProcessNamespace"), "true");
   EXPECT_EQ(jsonString(pod, "/spec/volumes/2/emptyDir/medium"), "Memory");
   w.setAllPods(kRunning);
@@ -468,21 +519,220 @@ TEST(DesiredState, WorkersPerPodAutoSharesPodsOneContainerPerWorker) {
   EXPECT_EQ(w.status().readyWorkers, 4) << "ready counts workers, not pods";
 }
 
-TEST(DesiredState, PlacementChangeRelaunches) {
+void bind(World& w, const std::string& pod) {
+  std::string json = w.pods_.at(pod)->json;
+  const std::string node = *jsonString(json, "/metadata/annotations/rpcjob.dev~1node");
+  json.replace(json.find("\"spec\":{") + 8, 0, R"("nodeName":")" + node + R"(",)");
+  w.pods_[pod] = obj(json);
+}
+
+TEST(DesiredState, ALargerNodeNeverMovesARunningJob) {
   World w(spec("{}", 1, 1));
   w.step();
-  std::string before =
+  std::map<std::string, std::string> before;
+  for (const auto& [name, p] : w.pods_) before[name] = p->json;
+  w.setAllPods(kRunning);
+  w.step();
+  // An empty node with more GPUs than any joins; the plan from scratch would pick it.
+  w.nodes_.push_back(obj(nodeJson("node-z", 16)));
+  w.generation = 1;
+  DesiredState d = w.step();
+  EXPECT_TRUE(d.remove.empty());
+  EXPECT_TRUE(d.create.empty());
+  EXPECT_TRUE(d.update.empty()) << "the assignment stays";
+  EXPECT_EQ(w.status().phase, "Running");
+  for (const auto& wk : w.status().workers) EXPECT_NE(wk.node, "node-z");
+  // An operator that starts from scratch (no status) adopts the pods as they are.
+  w.status_.clear();
+  DesiredState adopt = w.step();
+  EXPECT_TRUE(adopt.remove.empty());
+  for (const auto& c : adopt.create) EXPECT_NE(c.resource->kind, "Pod") << c.name;
+  EXPECT_EQ(w.status().phase, "Running");
+  for (const auto& wk : w.status().workers) EXPECT_NE(wk.node, "node-z");
+}
+
+TEST(DesiredState, CreatedButUnboundPodsHoldTheirGpus) {
+  // Another job's pod, pinned to node-a by the operator, not bound yet.
+  const std::string other =
+      R"({"metadata":{"name":"o","namespace":"ns","annotations":{"rpcjob.dev/node":"node-a"}},)"
+      R"("spec":{"containers":[{"name":"x","resources":{"limits":{"nvidia.com/gpu":"4"}}}]},"status":{"phase":"Pending"}})";
+  EXPECT_TRUE(podHoldsResources(other));
+  auto view = clusterViewFrom({obj(nodeJson("node-a", 4))}, {obj(other)});
+  EXPECT_EQ(view.freeOn(view.nodes[0]).gpus, 0);
+}
+
+TEST(DesiredState, LostNodeDeletesPodsForciblyAndRestartsNamingTheNode) {
+  World w(spec(R"({"backoffLimit":2})", 1, 1));
+  w.step();
+  for (const auto& [name, p] : std::map<std::string, kube::ObjectPtr>(w.pods_)) bind(w, name);
+  w.setAllPods(kRunning);
+  w.step();
+  ASSERT_EQ(w.status().phase, "Running");
+  const std::string node =
       *jsonString(w.pods_.at("job-master-0")->json, "/metadata/annotations/rpcjob.dev~1node");
-  // The node goes away (not ready): the plan moves the pods.
   for (auto& n : w.nodes_) {
-    if (nodeFromJson(n->json).name == before) n = obj(nodeJson(before, 4, false));
+    if (nodeFromJson(n->json).name == node) n = obj(nodeJson(node, 4, false));
   }
+  w.readySince[node] = w.now;
+  DesiredState grace = w.step();
+  EXPECT_TRUE(grace.remove.empty()) << "NotReady within the grace period: wait";
+  ASSERT_TRUE(grace.requeueAfter);
+  EXPECT_EQ(grace.requeueAfter->count(), 60100);
+  w.now += 61s;
+  DesiredState d = w.step();
+  ASSERT_FALSE(d.remove.empty());
+  for (const auto& r : d.remove) EXPECT_TRUE(r.force) << r.name << " is on the lost node";
+  EXPECT_EQ(w.status().restarts, 1);
+  EXPECT_EQ(w.conditionString("Restarting"), "True/NodeLost");
+  EXPECT_NE(w.condition("Restarting")->message.find(node), std::string::npos);
+  EXPECT_NE(w.status().phase, "Running");
+  EXPECT_EQ(w.events.back(), "NodeLost");
+  w.step();  // recreated on the node still ready
+  ASSERT_EQ(w.pods_.size(), 2u);
+  for (const auto& [name, p] : w.pods_) {
+    EXPECT_NE(jsonString(p->json, "/metadata/annotations/rpcjob.dev~1node"), node);
+  }
+
+  // A deleted node: lost at once.
+  for (const auto& [name, p] : std::map<std::string, kube::ObjectPtr>(w.pods_)) bind(w, name);
+  w.setAllPods(kRunning);
   w.step();
-  EXPECT_EQ(w.conditionString("Restarting"), "True/PlacementChanged");
+  const std::string other =
+      *jsonString(w.pods_.at("job-master-0")->json, "/metadata/annotations/rpcjob.dev~1node");
+  w.nodes_.erase(std::remove_if(w.nodes_.begin(), w.nodes_.end(),
+                                [&](const auto& n) { return nodeFromJson(n->json).name == other; }),
+                 w.nodes_.end());
   w.step();
-  EXPECT_NE(*jsonString(w.pods_.at("job-master-0")->json, "/metadata/annotations/rpcjob.dev~1node"),
-            before);
-  EXPECT_EQ(w.status().restarts, 0);
+  EXPECT_EQ(w.status().restarts, 2);
+  EXPECT_NE(w.condition("Restarting")->message.find(other + " was deleted"), std::string::npos);
+}
+
+TEST(DesiredState, ADeletedOrEvictedPodRestartsTheJobCounted) {
+  World w(spec(R"({"backoffLimit":3})", 1, 1));
+  w.step();
+  w.setAllPods(kRunning);
+  w.step();
+  w.pods_.erase("job-worker-0");  // kubectl delete pod
+  DesiredState d = w.step();
+  EXPECT_EQ(w.status().restarts, 1);
+  EXPECT_EQ(w.conditionString("Restarting"), "True/PodDeleted");
+  EXPECT_NE(w.condition("Restarting")->message.find("job-worker-0"), std::string::npos);
+  EXPECT_EQ(d.remove.size(), 1u) << "the other pod goes too";
+  w.step();
+  ASSERT_EQ(w.pods_.size(), 2u);
+  EXPECT_FALSE(w.step().statusChanged) << "recreated pods are not taken for deleted ones";
+
+  w.setAllPods(kRunning);
+  w.setPodStatus(
+      "job-master-0",
+      R"({"phase":"Failed","reason":"Evicted","message":"The node was low on memory."})");
+  w.step();
+  EXPECT_EQ(w.status().restarts, 2);
+  EXPECT_EQ(w.conditionString("Restarting"), "True/WorkerFailed");
+  EXPECT_NE(w.condition("Restarting")->message.find("Evicted: The node was low"), std::string::npos)
+      << w.condition("Restarting")->message;
+}
+
+TEST(DesiredState, PodsTheCacheHasNotShownYetAreNotDeletedOnes) {
+  World w(spec("{}", 1, 1));
+  ObservedJob o = w.observe();
+  DesiredState first = computeDesiredState(o);
+  ASSERT_EQ(first.create.size(), 4u);
+  o.job = kube::parseObject(
+      R"({"apiVersion":"rpcjob.dev/v1alpha1","kind":"RpcJob","metadata":{"name":"job","namespace":"ns","uid":"UID","generation":1},"spec":)" +
+      w.spec_ + R"(,"status":)" + api::statusToJson(first.status) + "}");
+  o.expectedPods = {"job-master-0", "job-worker-0"};  // created; the cache lags
+  DesiredState next = computeDesiredState(o);
+  EXPECT_TRUE(next.remove.empty());
+  EXPECT_FALSE(next.statusChanged) << "no PodDeleted, no second create";
+  for (const auto& c : next.create) EXPECT_NE(c.resource->kind, "Pod");
+}
+
+TEST(DesiredState, SpecEditOfARunningJobWaitsForTheNextLaunch) {
+  World w(spec("{}", 1, 1));
+  w.step();
+  w.setAllPods(kRunning);
+  w.step();
+  EXPECT_EQ(w.status().observedGeneration, 1);
+  // runPolicy edits apply at once.
+  w.spec_ = spec(R"({"backoffLimit":5})", 1, 1);
+  w.generation = 2;
+  w.step();
+  EXPECT_EQ(w.status().observedGeneration, 2);
+  EXPECT_EQ(w.conditionString("SpecApplied"), "absent");
+  // A pod-shaping edit does not touch running pods.
+  w.spec_ = spec(R"({"backoffLimit":5})", 2, 1);
+  w.generation = 3;
+  DesiredState d = w.step();
+  EXPECT_TRUE(d.create.empty());
+  EXPECT_TRUE(d.remove.empty());
+  EXPECT_TRUE(d.update.empty());
+  EXPECT_EQ(w.conditionString("SpecApplied"), "False/DeferredWhileRunning");
+  EXPECT_EQ(w.status().observedGeneration, 2) << "not acted on";
+  EXPECT_EQ(w.status().phase, "Running");
+  EXPECT_FALSE(w.step().statusChanged);
+  // A restart launches the new spec.
+  w.setPodStatus("job-worker-0", kFailed);
+  w.step();
+  w.step();
+  EXPECT_EQ(w.pods_.size(), 3u) << "two workers now";
+  EXPECT_EQ(w.conditionString("SpecApplied"), "True/Applied");
+  EXPECT_EQ(w.status().observedGeneration, 3);
+  // All succeed under a deferred edit: still Succeeded.
+  w.setAllPods(kSucceeded);
+  w.spec_ = spec(R"({"backoffLimit":5})", 1, 1);
+  w.generation = 4;
+  w.step();
+  EXPECT_EQ(w.status().phase, "Succeeded");
+}
+
+TEST(DesiredState, ChildErrorsBecomeAConditionAndOneWarning) {
+  World w(spec("{}", 1, 1));
+  ObservedJob o = w.observe();
+  DesiredState d = computeDesiredState(o);
+  api::RpcJobStatus before;
+  applyChildErrors(d, before,
+                   {{"FailedCreate", "Pod", "job-worker-0",
+                     "Pod \"job-worker-0\" is invalid: spec.containers[0].ports[1].name: "
+                     "Duplicate value: \"metrics\""}},
+                   "2027-01-15T08:00:00Z");
+  const api::Condition* c = nullptr;
+  for (const auto& x : d.status.conditions) c = x.type == "ReplicaFailure" ? &x : c;
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->status, "True");
+  EXPECT_EQ(c->reason, "FailedCreate");
+  EXPECT_NE(c->message.find("Duplicate value"), std::string::npos);
+  EXPECT_EQ(d.events.back().type, "Warning");
+  EXPECT_EQ(d.events.back().reason, "FailedCreate");
+  for (const auto& wk : d.status.workers) {
+    if (wk.pod == "job-worker-0") {
+      EXPECT_EQ(wk.phase, "") << "not created: not Pending";
+    }
+  }
+  // The same error again: no second Event. Then success: False/Created.
+  api::RpcJobStatus after = d.status;
+  DesiredState again = computeDesiredState(o);
+  applyChildErrors(again, after, {{"FailedCreate", "Pod", "job-worker-0", c->message.substr(18)}},
+                   "2027-01-15T08:00:01Z");
+  EXPECT_TRUE(std::none_of(again.events.begin(), again.events.end(),
+                           [](const JobEvent& e) { return e.reason == "FailedCreate"; }));
+  DesiredState ok = computeDesiredState(o);
+  ok.status.conditions = after.conditions;
+  applyChildErrors(ok, after, {}, "2027-01-15T08:00:02Z");
+  for (const auto& x : ok.status.conditions) {
+    if (x.type == "ReplicaFailure") {
+      EXPECT_EQ(x.status + "/" + x.reason, "False/Created");
+    }
+  }
+}
+
+TEST(DesiredState, PodSpecHashIgnoresRunPolicy) {
+  const std::string a = R"({"spec":{"workers":[{"name":"m"}],"runPolicy":{"backoffLimit":1}}})";
+  const std::string b = R"({"spec":{"workers":[{"name":"m"}],"runPolicy":{"backoffLimit":7}}})";
+  const std::string c = R"({"spec":{"workers":[{"name":"n"}],"runPolicy":{"backoffLimit":1}}})";
+  EXPECT_EQ(podSpecHash(a), podSpecHash(b));
+  EXPECT_NE(podSpecHash(a), podSpecHash(c));
+  EXPECT_EQ(podSpecHash(a).size(), 16u);
 }
 
 }  // namespace

@@ -1,199 +1,36 @@
 // End-to-end: the real rpcjob-operator binary against a real control plane
 // (etcd, kube-apiserver and kube-controller-manager v1.20.2, one for this whole
-// binary). There is no scheduler or kubelet: fake GPU Nodes are registered
-// through the API, and the tests play the kubelet by patching pod status.
-// Every test has its own namespace, its own nodes (selected by a label, so jobs
-// of one test never land on another's) and its own operator process; waits poll
-// with deadlines, never fixed sleeps.
-#include <fcntl.h>
-#include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+// binary: e2e_fixture.h). There is no scheduler or kubelet: fake GPU Nodes are
+// registered through the API, and the tests play the kubelet by patching pod
+// status. Waits poll with deadlines, never fixed sleeps.
+#include "e2e_fixture.h"
 
-#include <filesystem>
-#include <fstream>
-#include <set>
-#include <sstream>
-#include <thread>
-
-#include "control_plane.h"
-#include "rpcjob/assignment/assignment.h"
 #include "rpcjob/assignment/pair_links.h"
-#include "rpcjob/operator/client.h"
 #include "rpcjob/operator/config.h"
 
-namespace rpcjob::kube {
+namespace rpcjob::kube::e2e {
 namespace {
 
-using namespace std::chrono_literals;
-namespace r = resources;
-
-using rpcjob::testing::ControlPlaneEnvironment;
 const auto* gEnv = ::testing::AddGlobalTestEnvironment(new ControlPlaneEnvironment);
 
-// The API server may restart under these tests: an ApiError means "not yet".
-using rpcjob::testing::eventuallyThroughApiErrors;
-
-// The operator binary, started for one test; SIGTERM (Lease released) on scope exit.
-class OperatorProcess {
- public:
-  OperatorProcess(const std::string& ns, const std::string& id) {
-    log_ = ControlPlaneEnvironment::plane()->dir() + "/operator-" + id + ".log";
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 2);
-      dup2(fd, 1);
-      std::string kc = ControlPlaneEnvironment::plane()->kubeconfig();
-      setenv("POD_NAME", id.c_str(), 1);
-      execl(RPCJOB_OPERATOR_BINARY, "rpcjob-operator", "--kubeconfig", kc.c_str(), "--namespace",
-            ns.c_str(), "--leader-elect", "--leader-election-namespace", ns.c_str(),
-            "--metrics-address", "127.0.0.1", "--metrics-port", "0", static_cast<char*>(nullptr));
-      _exit(127);
+// Whether `pod` has the job's Secret as a volume and its (one) container mounts it.
+bool mountsJobSecret(const Object& pod, const std::string& job) {
+  std::string volume;
+  for (int v = 0; v < 4; ++v) {
+    const std::string at = "/spec/volumes/" + std::to_string(v);
+    if (jsonString(pod.json, at + "/secret/secretName") == job + "-rpc-secret") {
+      volume = jsonString(pod.json, at + "/name").value_or("");
     }
   }
-  ~OperatorProcess() { stop(); }
-  // SIGTERM; true when it exited 0 within 10 s.
-  bool stop() {
-    if (pid_ <= 0) return true;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    bool exited =
-        eventuallyThroughApiErrors([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, 10s);
-    if (!exited) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-    }
-    pid_ = -1;
-    return exited && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  std::string log() const {
-    std::ifstream in(log_);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_;
-};
-
-class E2e : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!ControlPlaneEnvironment::skipReason().empty())
-      GTEST_SKIP() << ControlPlaneEnvironment::skipReason();
-    ASSERT_NE(ControlPlaneEnvironment::plane(), nullptr)
-        << "control plane did not start: " << ControlPlaneEnvironment::startError();
-    client_ = ControlPlaneEnvironment::plane()->adminClient();
-    ensureCrd();
-    ns_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (auto& c : ns_) c = static_cast<char>(std::tolower(c));
-    ns_ = ns_.substr(0, 40);
-    client_->create(r::kNamespaces, "",
-                    R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")" + ns_ + "\"}}");
-    // Pods are refused until kube-controller-manager made the default ServiceAccount.
-    ASSERT_TRUE(eventuallyThroughApiErrors(
-        [&] { return rpcjob::testing::podsAdmittedIn(*client_, ns_); }, 30s));
-  }
-  void TearDown() override {
-    for (const auto& n : nodes_) client_->removeIfExists(r::kNodes, "", n);
-  }
-
-  void ensureCrd() {
-    static bool done = false;
-    if (done) return;
-    std::ifstream in(std::string(RPCJOB_SOURCE_DIR) + "/crds/rpcjob.yaml");
-    std::stringstream yaml;
-    yaml << in.rdbuf();
-    // Created, not server-side applied: v1.20 refuses x-kubernetes-validations in an apply.
-    try {
-      client_->create(r::kCustomResourceDefinitions, "", yamlToJson(yaml.str()));
-    } catch (const ApiError& e) {
-      if (!e.alreadyExists()) throw;
-    }
-    ASSERT_TRUE(eventuallyThroughApiErrors(
-        [&] {
-          client_->list(r::kRpcJobs, "default");
-          return true;
-        },
-        30s));
-    done = true;
-  }
-
-  // A fake GPU node: created, then its status patched as a kubelet would.
-  void addNode(const std::string& suffix, int gpus) {
-    const std::string name = ns_.substr(0, 20) + "-" + suffix;
-    client_->create(r::kNodes, "",
-                    R"({"apiVersion":"v1","kind":"Node","metadata":{"name":")" + name +
-                        R"(","labels":{"kubernetes.io/hostname":")" + name +
-                        R"(","rpcjob.test/ns":")" + ns_ + R"("}}})");
-    client_->patchStatus(
-        r::kNodes, "", name,
-        R"({"status":{"capacity":{"nvidia.com/gpu":")" + std::to_string(gpus) +
-            R"(","cpu":"64","memory":"512Gi","pods":"110"},"allocatable":{"nvidia.com/gpu":")" +
-            std::to_string(gpus) +
-            R"(","cpu":"64","memory":"512Gi","pods":"110"},"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady"}]}})");
-    nodes_.push_back(name);
-  }
-
-  std::string jobJson(const std::string& name, int workers, int gpus,
-                      const std::string& runPolicy = "{}") const {
-    const std::string tmpl = R"({"spec":{"nodeSelector":{"rpcjob.test/ns":")" + ns_ +
-                             R"("},"containers":[{"name":"w","image":"rpcjob-worker"}]}})";
-    return R"({"apiVersion":"rpcjob.dev/v1alpha1","kind":"RpcJob","metadata":{"name":")" + name +
-           R"("},"spec":{"workers":[{"name":"master","gpusPerWorker":)" + std::to_string(gpus) +
-           R"(,"template":)" + tmpl + R"(},{"name":"worker","replicas":)" +
-           std::to_string(workers) + R"(,"gpusPerWorker":)" + std::to_string(gpus) +
-           R"(,"template":)" + tmpl + R"(}],"runPolicy":)" + runPolicy + "}}";
-  }
-
-  std::string field(const std::string& job, const std::string& pointer) {
-    auto o = client_->tryGet(r::kRpcJobs, ns_, job);
-    return o ? jsonString(o->json, pointer).value_or("") : "";
-  }
-  std::string phase(const std::string& job) { return field(job, "/status/phase"); }
-  // "True/Reason" of a condition, "" when absent.
-  std::string condition(const std::string& job, const std::string& type) {
-    for (int i = 0; i < 8; ++i) {
-      std::string p = "/status/conditions/" + std::to_string(i);
-      if (field(job, p + "/type") == type) {
-        return field(job, p + "/status") + "/" + field(job, p + "/reason");
-      }
-    }
-    return "";
-  }
-  std::vector<Object> pods(const std::string& job) {
-    ListOptions o;
-    o.labelSelector = "rpcjob.dev/job-name=" + job;
-    return client_->list(r::kPods, ns_, o).items;
-  }
-  std::set<std::string> eventReasons() {
-    std::set<std::string> out;
-    for (const auto& e : client_->list(r::kEvents, ns_).items) {
-      out.insert(jsonString(e.json, "/reason").value_or(""));
-    }
-    return out;
-  }
-  void setPodStatus(const std::string& pod, const std::string& status) {
-    client_->patchStatus(r::kPods, ns_, pod, R"({"status":)" + status + "}");
-  }
-  void runAll(const std::string& job) {
-    for (const auto& p : pods(job)) {
-      setPodStatus(p.metadata.name,
-                   R"({"phase":"Running","conditions":[{"type":"Ready","status":"True"}]})");
+  if (volume.empty()) return false;
+  for (int m = 0; m < 4; ++m) {
+    const std::string at = "/spec/containers/0/volumeMounts/" + std::to_string(m);
+    if (jsonString(pod.json, at + "/name") == volume) {
+      return jsonString(pod.json, at + "/mountPath") == "/var/run/rpcjob";
     }
   }
-
-  std::shared_ptr<Client> client_;
-  std::string ns_;
-  std::vector<std::string> nodes_;
-};
-
-const std::string kFailed =
-    R"({"phase":"Failed","containerStatuses":[{"name":"w","ready":false,"restartCount":0,"image":"rpcjob-worker","imageID":"","state":{"terminated":{"exitCode":3,"reason":"Error"}}}]})";
+  return false;
+}
 
 TEST_F(E2e, JobGetsServiceConfigMapPodsAndStatusThenRunsAndSucceeds) {
   addNode("a", 4);
@@ -231,12 +68,7 @@ TEST_F(E2e, JobGetsServiceConfigMapPodsAndStatusThenRunsAndSucceeds) {
             "train");
   std::set<std::string> nodesUsed;
   for (const auto& p : pods("train")) {
-    bool mounted = false;
-    for (int v = 0; v < 4; ++v) {
-      mounted |= jsonString(p.json, "/spec/volumes/" + std::to_string(v) + "/secret/secretName") ==
-                 "train-rpc-secret";
-    }
-    EXPECT_TRUE(mounted) << p.metadata.name << " does not mount the job's Secret";
+    EXPECT_TRUE(mountsJobSecret(p, "train")) << p.metadata.name;
     EXPECT_NE(p.json.find(R"({"name":"RPCJOB_SECRET_FILE","value":"/var/run/rpcjob/secret"})"),
               std::string::npos)
         << p.metadata.name;
@@ -477,9 +309,8 @@ TEST_F(E2e, DeletingTheJobRemovesItsChildren) {
       << op.log();
   client_->remove(r::kRpcJobs, ns_, "doomed", DeleteOptions{"Background", "", std::nullopt});
   // Garbage collection (kube-controller-manager) follows the ownerReferences (the
-  // Secret and NetworkPolicy too). It
-  // learns a new CRD at its 30 s discovery resync: this test runs last, so the
-  // control plane is old enough by then.
+  // Secret and NetworkPolicy too). It learns a new CRD at its 30 s discovery resync: this test runs
+  // last, so the control plane is old enough by then.
   EXPECT_TRUE(eventuallyThroughApiErrors(
       [&] {
         return pods("doomed").empty() && !client_->tryGet(r::kServices, ns_, "doomed") &&
@@ -491,5 +322,59 @@ TEST_F(E2e, DeletingTheJobRemovesItsChildren) {
       << op.log();
 }
 
+TEST_F(E2e, SharedPodHasOneContainerWithAllItsGpusAndReportsTheFailedWorker) {
+  addNode("a", 8);
+  OperatorProcess op(ns_, "op-1");
+  const std::string tmpl = R"({"spec":{"nodeSelector":{"rpcjob.test/ns":")" + ns_ +
+                           R"("},"containers":[{"name":"worker","image":"rpcjob-worker",)"
+                           R"("command":["rpcjob-worker"],"args":["model-split"]}]}})";
+  client_->create(
+      r::kRpcJobs, ns_,
+      R"({"apiVersion":"rpcjob.dev/v1alpha1","kind":"RpcJob","metadata":{"name":"split"},)"
+      R"("spec":{"workers":[{"name":"master","gpusPerWorker":1,"template":)" +
+          tmpl + R"(},{"name":"shard","gpusPerWorker":1,"template":)" + tmpl +
+          R"(}],"placement":{"policy":"Pack","workersPerPod":"Auto"},)"
+          R"("runPolicy":{"backoffLimit":0}}})");
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return pods("split").size() == 1; }, 30s))
+      << op.log();
+  const Object pod = pods("split").front();
+  EXPECT_EQ(jsonString(pod.json, "/spec/containers/0/name"), "worker");
+  EXPECT_FALSE(jsonString(pod.json, "/spec/containers/1/name")) << "one container";
+  EXPECT_EQ(jsonString(pod.json, "/spec/containers/0/command/0"), "rpcjob-launch");
+  EXPECT_EQ(jsonString(pod.json, "/spec/containers/0/resources/limits/nvidia.com~1gpu"), "2");
+  EXPECT_EQ(jsonString(pod.json, "/spec/containers/0/env/0/name"), "RPCJOB_POD_WORKERS");
+  const std::string spec = jsonString(pod.json, "/spec/containers/0/env/0/value").value_or("");
+  EXPECT_NE(spec.find(R"("name":"shard")"), std::string::npos) << spec;
+  // The shard maps the master's cuda:0 to its own cuda:1 of the pod's two GPUs.
+  const Assignment table =
+      parseAssignment(jsonString(client_->get(r::kConfigMaps, ns_, "split-assignment").json,
+                                 "/data/assignment.yaml")
+                          .value_or(""));
+  EXPECT_EQ(deviceMapsOf(table, "master").at("shard"), (DeviceMap{{"cuda:0", "cuda:1"}}));
+
+  runAll("split");
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return phase("split") == "Running"; }, 20s))
+      << op.log();
+  const std::string report =
+      R"({\"failed\":\"shard\",\"workers\":[{\"name\":\"shard\",\"exitCode\":3,\"signal\":0,)"
+      R"(\"restarts\":0},{\"name\":\"master\",\"exitCode\":143,\"signal\":15,\"restarts\":0}]})";
+  setPodStatus(pod.metadata.name,
+               R"({"phase":"Failed","containerStatuses":[{"name":"worker","ready":false,)"
+               R"("restartCount":0,"image":"rpcjob-worker","imageID":"","state":{"terminated":)"
+               R"({"exitCode":3,"reason":"Error","message":")" +
+                   report + R"("}}}]})");
+  ASSERT_TRUE(eventuallyThroughApiErrors([&] { return phase("split") == "Failed"; }, 20s))
+      << op.log();
+  std::string message;
+  for (int i = 0; i < 8; ++i) {
+    const std::string c = "/status/conditions/" + std::to_string(i);
+    if (field("split", c + "/type") == "Failed") message = field("split", c + "/message");
+  }
+  EXPECT_NE(
+      message.find("worker shard exited with code 3 (pod workers: shard 3, master signal 15)"),
+      std::string::npos)
+      << message;
+}
+
 }  // namespace
-}  // namespace rpcjob::kube
+}  // namespace rpcjob::kube::e2e

@@ -133,6 +133,29 @@ TEST(Informer, ListFailuresBackOffAndRetry) {
   ASSERT_NE(informer.cache().get("ns/x"), nullptr);
 }
 
+// /healthz's signal: an informer that keeps failing is unhealthy once the
+// failures outlast the tolerance, and healthy again after a success.
+TEST(Informer, HealthFailsWhileListsKeepFailingAndRecovers) {
+  auto http = std::make_shared<FakeHttp>();
+  std::atomic<bool> up{false};
+  http->onSend = [&](const HttpRequest&) {
+    return up ? FakeHttp::json(200, list("7", {})) : FakeHttp::json(503, "unavailable");
+  };
+  http->onStream = [&](const HttpRequest&, const LineHandler&, Cancellation& cancel) {
+    return FakeHttp::blockUntilCancelled(cancel);
+  };
+  Informer informer(std::make_shared<Client>(http, nullptr), resources::kConfigMaps, fastOptions());
+  EXPECT_TRUE(informer.healthy(0s)) << "not failing yet";
+  informer.start();
+  ASSERT_TRUE(eventually([&] { return informer.stats().errors > 0; }));
+  EXPECT_TRUE(informer.healthy(1h)) << "failing, within the tolerance";
+  EXPECT_FALSE(informer.healthy(0s)) << "failing, past it";
+  up = true;
+  ASSERT_TRUE(informer.waitForSync(5s));
+  EXPECT_TRUE(informer.healthy(0s)) << "a successful list heals it";
+  informer.stop();
+}
+
 TEST(Informer, NormalWatchEndsRestartFromTheLastVersionWithoutRelisting) {
   auto http = std::make_shared<FakeHttp>();
   std::atomic<int> watches{0};

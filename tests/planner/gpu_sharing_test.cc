@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "rpcjob/assignment/pair_links.h"
 #include "rpcjob/planner/plan.h"
 #include "test_support.h"
 
@@ -32,9 +33,9 @@ TEST(GpuSharing, TheModelSplitRunsOnOneGpu) {
   EXPECT_EQ(plan.workers[0].gpus, std::vector<int>{0});
   EXPECT_EQ(plan.workers[1].gpus, std::vector<int>{0});
   // cuda:X maps to cuda:X: the same physical GPU.
-  const auto& master = plan.assignment.workers[0];
-  ASSERT_EQ(master.deviceMaps.count("shard"), 1u);
-  EXPECT_EQ(master.deviceMaps.at("shard").at("cuda:0"), "cuda:0");
+  const auto maps = deviceMapsOf(plan.assignment, "master");
+  ASSERT_EQ(maps.count("shard"), 1u);
+  EXPECT_EQ(maps.at("shard").at("cuda:0"), "cuda:0");
   EXPECT_THAT(plan.notes, ::testing::Contains(HasSubstr("workers master, shard share GPU 0")));
   // Without sharing the same job needs two GPUs.
   api::RpcJob exclusive = j;

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "rpcjob/assignment/pair_links.h"
 #include "rpcjob/planner/gpu_topology.h"
 #include "rpcjob/planner/plan.h"
 #include "test_support.h"
@@ -137,7 +138,8 @@ TEST(GpuTopology, LocalPlanGivesNeighboursNvlinkJoinedGpus) {
   ASSERT_TRUE(plan.planned()) << plan.message;
   EXPECT_EQ(plan.workers[0].gpus, std::vector<int>{0});
   EXPECT_EQ(plan.workers[1].gpus, std::vector<int>{2});
-  EXPECT_EQ(plan.assignment.workers[0].deviceMaps.at("shard").at("cuda:0"), "cuda:2");
+  EXPECT_EQ(deviceMapsOf(plan.assignment, plan.assignment.workers[0].name).at("shard").at("cuda:0"),
+            "cuda:2");
   EXPECT_THAT(plan.notes, ::testing::Contains(HasSubstr("NVLink 0-2 NV4, 1-3 NV4")));
   EXPECT_THAT(plan.notes, ::testing::Contains(HasSubstr("GPUs by rank 0,2")));
 }

@@ -136,7 +136,11 @@ TEST(PairEquivalence, SameChannelsAndDeviceMapsAsThePerPairPlanner) {
     ++line;
     if (!ga && !gb) break;
     if (ga && la.rfind("== ", 0) == 0) section = la;
-    ASSERT_EQ(ga ? la : "<end>", gb ? lb : "<end>") << "line " << line << " in " << section;
+    ASSERT_EQ(ga ? la : "<end>", gb ? lb : "<end>")
+        << "line " << line << " in " << section
+        << ". A new example adds sections: rewrite the golden with RPCJOB_UPDATE_GOLDEN=1 and "
+           "check "
+           "that `git diff` only adds lines; a changed line is a changed rule.";
   }
 }
 

@@ -53,6 +53,30 @@ TEST(Placement, RetriesLargestFirstWhenNaturalOrderFails) {
   EXPECT_EQ(plan.workers[0].node, "b");
 }
 
+TEST(Placement, PinnedWorkersStayWhereTheyRunAndTheRestFillAround) {
+  // From scratch Pack would put both workers on "z" (most free GPUs).
+  const ClusterView c = cluster({gpuNode("a", 2), gpuNode("b", 2), gpuNode("z", 16)});
+  PlanOptions o;
+  o.pinned = {{"w0", "a"}};
+  const Plan plan = planJob(job({group("w", 3, 1)}), c, o);
+  ASSERT_TRUE(plan.planned()) << plan.message;
+  EXPECT_EQ(plan.workers[0].name, "w0");
+  EXPECT_EQ(plan.workers[0].node, "a");
+  EXPECT_EQ(plan.workers[1].node, "a") << "Pack fills the pinned node first";
+  EXPECT_EQ(plan.workers[2].node, "z");
+  // Everything pinned: the same plan as the one the pods came from, whatever
+  // the cluster now prefers.
+  o.pinned = {{"w0", "b"}, {"w1", "b"}, {"w2", "a"}};
+  const Plan same = planJob(job({group("w", 3, 1)}), c, o);
+  ASSERT_TRUE(same.planned()) << same.message;
+  EXPECT_EQ(nodesOf(same), (std::set<std::string>{"a", "b"}));
+  // A pinned node that left the cluster: no plan, saying which.
+  o.pinned = {{"w", "gone"}};  // a group of one: the worker is "w"
+  const Plan lost = planJob(job({group("w", 1, 1)}), c, o);
+  EXPECT_FALSE(lost.planned());
+  EXPECT_THAT(lost.message, HasSubstr("gone"));
+}
+
 TEST(Placement, SubtractsWhatRunningPodsUse) {
   ClusterView c = cluster({gpuNode("a", 8), gpuNode("b", 8)});
   c.used["a"].gpus = 7;

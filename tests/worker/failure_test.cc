@@ -5,6 +5,7 @@
 
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +19,23 @@ namespace rpcjob::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A dead peer's sockets raise SIGPIPE on the next write, and its default action
+// ends this process (seen: a distributed autograd context's release sent to a
+// worker that had just died killed the driver). A started runtime ignores it,
+// unless the application handles it, so those writes fail the calls instead.
+TEST(FailureTest, WritesToADeadPeerNeverKillTheProcess) {
+  Cluster cluster(1);
+  struct sigaction current {};
+  ASSERT_EQ(sigaction(SIGPIPE, nullptr, &current), 0);
+  EXPECT_EQ(current.sa_handler, SIG_IGN);
+  ASSERT_EQ(::raise(SIGPIPE), 0);  // with the default action, the test binary ends here
+  cluster.kill(1);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_TRUE(cluster.driver().rpcAsync("w1", "identity", {int64_t{i}}).hasError());
+  }
+  cluster.shutdown(std::chrono::seconds(10));
+}
 
 TEST(FailureTest, KilledPeerFailsPendingCallsAndRestartedPeerIsReachable) {
   Cluster cluster(2);

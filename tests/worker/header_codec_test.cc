@@ -41,6 +41,36 @@ TEST(HeaderCodec, EveryTruncationIsAnError) {
   }
 }
 
+TEST(HeaderCodec, RoundTripsAutogradFieldsAndRejectsEveryTruncation) {
+  Header h;
+  h.function = "f";
+  h.hasAutograd = true;
+  h.autogradContext = (int64_t{3} << 48) | 17;
+  h.autogradSendId = 5;
+  h.requiresGrad = {true, false, false, true, true, false, true, false, true, true};
+  std::string bytes = encodeHeader(h);
+  Header out;
+  ASSERT_EQ(decodeHeader(bytes.data(), bytes.size(), out), "");
+  EXPECT_TRUE(out.hasAutograd);
+  EXPECT_FALSE(out.hasRRef);
+  EXPECT_EQ(out.autogradContext, h.autogradContext);
+  EXPECT_EQ(out.autogradSendId, 5);
+  EXPECT_EQ(out.requiresGrad, h.requiresGrad);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    Header cut;
+    EXPECT_NE(decodeHeader(bytes.data(), n, cut), "") << "length " << n;
+  }
+  // A count beyond the limit is refused before anything is allocated for it.
+  std::string huge = bytes;
+  const size_t countAt = bytes.size() - 2 - 4;  // 10 flags: 2 bytes of bits
+  huge[countAt + 3] = '\x7f';
+  EXPECT_NE(decodeHeader(huge.data(), huge.size(), out).find("autograd"), std::string::npos);
+  // A header without the flag decodes with none of the fields.
+  ASSERT_EQ(decodeHeader(encodeHeader(Header{}).data(), encodeHeader(Header{}).size(), out), "");
+  EXPECT_FALSE(out.hasAutograd);
+  EXPECT_TRUE(out.requiresGrad.empty());
+}
+
 TEST(HeaderCodec, RejectsWrongVersionTypeAndLengths) {
   std::string bytes = encodeHeader(Header{});
   Header out;

@@ -483,5 +483,47 @@ TEST_F(HostileMessageTest, AHeaderThatDoesNotDecodeClosesThePipe) {
   }
 }
 
+// Distributed autograd's header fields: a peer that did not name itself may not
+// use them, and flags that do not match the value (or mark a tensor that cannot
+// require grad) are a bad request, answered, not a crash; the pipe stays usable.
+TEST_F(HostileMessageTest, AutogradFlagsThatDoNotMatchTheValueAreABadRequest) {
+  const float floats[4] = {1, 2, 3, 4};
+  const int32_t ints[4] = {1, 2, 3, 4};
+  auto call = [&](c10::ScalarType dtype, const void* data, std::vector<bool> flags) {
+    tensorpipe::Message m = identityCall(tensorEntry(dtype, {4}, data, 16));
+    wire::Header h;
+    EXPECT_EQ(wire::decodeHeader(m.metadata.data(), m.metadata.size(), h), "");
+    h.hasAutograd = true;
+    h.autogradContext = 42;
+    h.autogradSendId = 1;
+    h.requiresGrad = std::move(flags);
+    m.metadata = wire::encodeHeader(h);
+    return send(std::move(m));
+  };
+  auto expectBadRequest = [](const Outcome& o, const std::string& reason) {
+    ASSERT_FALSE(o.hung);
+    ASSERT_TRUE(o.answer) << "closed: " << o.closedWith;
+    EXPECT_EQ(o.answer->type, wire::MessageType::kError);
+    EXPECT_EQ(o.answer->errorKind, wire::ErrorKind::kBadRequest);
+    EXPECT_NE(o.answer->error.find(reason), std::string::npos) << o.answer->error;
+  };
+  expectBadRequest(call(c10::kFloat, floats, {true}), "unnamed peer");
+  // The same from a pipe that names itself "driver" (w1 only knows the name).
+  context_->close();
+  context_->join();
+  context_ = std::make_shared<tensorpipe::Context>(tensorpipe::ContextOptions().name("driver"));
+  context_->registerTransport(0, "uv", tensorpipe::transport::uv::create());
+  context_->registerChannel(0, "basic", tensorpipe::channel::basic::create());
+  expectBadRequest(call(c10::kFloat, floats, {true, false}), "2 flags for 1 tensors");
+  expectBadRequest(call(c10::kFloat, floats, {}), "0 flags for 1 tensors");
+  expectBadRequest(call(c10::kInt, ints, {true}), "cannot require grad");
+  Outcome ok = call(c10::kFloat, floats, {true});
+  ASSERT_TRUE(ok.answer) << ok.closedWith;
+  EXPECT_EQ(ok.answer->type, wire::MessageType::kResponse) << ok.answer->error;
+  EXPECT_TRUE(ok.answer->hasAutograd);  // the answer requires grad too: it records a send
+  EXPECT_EQ(ok.answer->requiresGrad, std::vector<bool>{true});
+  EXPECT_TRUE(workerStillAnswers());
+}
+
 }  // namespace
 }  // namespace rpcjob::testing

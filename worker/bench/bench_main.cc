@@ -1,6 +1,7 @@
 // rpcjob-bench: two local rpcjob-worker processes (rank 0 runs `bench`, rank 1
 // serves) over loopback; prints our CPU figures beside PyTorch 2.11's own RPC
-// on the GPU machine (../shared/GPU.md) and the ratio.
+// on the GPU machine (../shared/GPU.md) and the ratio; then an RRef proxy call
+// (rref.rpcSync of a remote object's method) beside rpcSync of a function.
 //
 //   rpcjob-bench [--json] [--no-large] [--worker PATH]
 //                [--metrics [--rounds N] [--recorders observer,channels,transports]
@@ -314,6 +315,8 @@ int main(int argc, char** argv) {
       std::cout << (i ? ", " : "") << "\"" << kFigures[i].key
                 << "\": " << field(result, kFigures[i].key);
     }
+    std::cout << ", \"function_call_p50_us\": " << field(result, "function_call_p50_us")
+              << ", \"proxy_call_p50_us\": " << field(result, "proxy_call_p50_us");
     std::cout << ", \"channel\": \"" << stringField(result, "channel") << "\", \"transport\": \""
               << stringField(result, "transport") << "\"}\n";
     return 0;
@@ -327,6 +330,14 @@ int main(int argc, char** argv) {
     double ratio = ours <= 0 ? 0 : (f.higherIsBetter ? ours / f.pytorch : f.pytorch / ours);
     std::printf("%-28s %14.2f %14.2f %9.1fx\n", f.label, ours, f.pytorch, ratio);
   }
-  std::printf("(PyTorch figures: GPU machine, GPU.md; ours: this machine, this run)\n");
+  std::printf("(PyTorch figures: GPU machine, GPU.md; ours: this machine, this run)\n\n");
+  // RRef proxies against plain calls, same run, calls interleaved.
+  const double function = field(result, "function_call_p50_us");
+  const double proxy = field(result, "proxy_call_p50_us");
+  std::printf("%-28s %14s %14s %10s\n", "small call p50 (us)", "rpcSync(fn)", "rref.rpcSync",
+              "proxy cost");
+  std::printf("%-28s %14.2f %14.2f %+9.1f%%\n", "function vs object method", function, proxy,
+              function > 0 ? (proxy / function - 1) * 100 : 0.0);
+  std::printf("(target: the proxy at most +10 %% at p50)\n");
   return 0;
 }

@@ -35,6 +35,21 @@ bool FutureState::finish(c10::IValue* v, std::exception_ptr e) {
   return true;
 }
 
+void completeFrom(const std::shared_ptr<FutureState>& to, const Future& from) {
+  from.addInlineCallback([to](const Future& done) {
+    if (done.hasError()) {
+      to->fail(done.error());
+      return;
+    }
+    auto events = done.deviceEvents();
+    if (!events.empty()) {
+      std::lock_guard<std::mutex> lock(to->mu);
+      to->events = std::move(events);
+    }
+    to->complete(done.value());
+  });
+}
+
 }  // namespace detail
 
 Future::Future(std::shared_ptr<detail::FutureState> state) : state_(std::move(state)) {}
@@ -160,6 +175,40 @@ Future Future::then(std::function<c10::IValue(const Future&)> fn) const {
 std::vector<std::shared_ptr<DeviceEvent>> Future::deviceEvents() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->events;
+}
+
+std::vector<c10::IValue> waitAll(const std::vector<Future>& futures) {
+  for (const auto& f : futures) f.wait();
+  std::vector<c10::IValue> values;
+  values.reserve(futures.size());
+  for (const auto& f : futures) values.push_back(f.value());
+  return values;
+}
+
+Future collectAll(const std::vector<Future>& futures) {
+  auto all = std::make_shared<detail::FutureState>();
+  if (futures.empty()) {
+    all->complete(c10::IValue());
+    return Future(all);
+  }
+  auto left = std::make_shared<std::atomic<size_t>>(futures.size());
+  for (const auto& f : futures) {
+    f.addInlineCallback([all, left](const Future&) {
+      if (left->fetch_sub(1) == 1) all->complete(c10::IValue());
+    });
+  }
+  return Future(all);
+}
+
+Promise::Promise() : state_(std::make_shared<detail::FutureState>()) {}
+Future Promise::future() const {
+  return Future(state_);
+}
+bool Promise::setValue(c10::IValue value) const {
+  return state_->complete(std::move(value));
+}
+bool Promise::setError(std::exception_ptr error) const {
+  return state_->fail(std::move(error));
 }
 
 }  // namespace rpcjob::runtime

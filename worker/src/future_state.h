@@ -42,5 +42,8 @@ inline std::shared_ptr<FutureState> newFutureState(std::shared_ptr<ThreadPool> p
   return std::make_shared<FutureState>(std::move(pool));
 }
 
+// Completes `to` with `from`'s value or error once `from` is done.
+void completeFrom(const std::shared_ptr<FutureState>& to, const Future& from);
+
 }  // namespace detail
 }  // namespace rpcjob::runtime

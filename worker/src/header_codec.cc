@@ -95,7 +95,7 @@ std::string encodeHeader(const Header& h) {
   w.u8(kVersion);
   w.u8(static_cast<uint8_t>(h.type));
   w.u8(static_cast<uint8_t>(h.errorKind));
-  w.u8(h.hasRRef ? kHasRRef : 0);
+  w.u8((h.hasRRef ? kHasRRef : 0) | (h.hasAutograd ? kHasAutograd : 0));
   w.fixed<uint64_t>(h.id);
   w.fixed<uint32_t>(h.timeoutMs);
   w.str16(h.function.size() > kMaxFunctionName ? h.function.substr(0, kMaxFunctionName)
@@ -104,6 +104,18 @@ std::string encodeHeader(const Header& h) {
   if (h.hasRRef) {
     writeId(w, h.rref);
     writeId(w, h.fork);
+  }
+  if (h.hasAutograd) {
+    w.fixed<int64_t>(h.autogradContext);
+    w.fixed<int64_t>(h.autogradSendId);
+    w.fixed<uint32_t>(static_cast<uint32_t>(h.requiresGrad.size()));
+    for (size_t i = 0; i < h.requiresGrad.size(); i += 8) {
+      uint8_t bits = 0;
+      for (size_t b = 0; b < 8 && i + b < h.requiresGrad.size(); ++b) {
+        if (h.requiresGrad[i + b]) bits |= static_cast<uint8_t>(1u << b);
+      }
+      w.u8(bits);
+    }
   }
   return w.take();
 }
@@ -127,6 +139,22 @@ std::string decodeHeader(const char* data, size_t size, Header& out) {
     out.rref = readId(r);
     out.fork = readId(r);
   }
+  out.hasAutograd = (flags & kHasAutograd) != 0;
+  out.requiresGrad.clear();
+  if (out.hasAutograd) {
+    out.autogradContext = r.fixed<int64_t>();
+    out.autogradSendId = r.fixed<int64_t>();
+    uint32_t count = r.fixed<uint32_t>();
+    if (count > kMaxAutogradTensors) return "too many autograd tensors";
+    if (r.ok() && (count + 7) / 8 > r.remaining()) return "truncated autograd flags";
+    out.requiresGrad.assign(r.ok() ? count : 0, false);
+    for (size_t i = 0; i < out.requiresGrad.size(); i += 8) {
+      uint8_t bits = r.u8();
+      for (size_t b = 0; b < 8 && i + b < out.requiresGrad.size(); ++b) {
+        out.requiresGrad[i + b] = (bits >> b) & 1;
+      }
+    }
+  }
   if (!r.ok()) return r.error();
   if (type < static_cast<uint8_t>(MessageType::kHello) ||
       type > static_cast<uint8_t>(MessageType::kLast)) {
@@ -135,7 +163,7 @@ std::string decodeHeader(const char* data, size_t size, Header& out) {
   if (errorKind > static_cast<uint8_t>(ErrorKind::kLast)) {
     return "unknown error kind " + std::to_string(errorKind);
   }
-  if ((flags & ~kHasRRef) != 0) return "unknown flags " + std::to_string(flags);
+  if ((flags & ~(kHasRRef | kHasAutograd)) != 0) return "unknown flags " + std::to_string(flags);
   out.type = static_cast<MessageType>(type);
   out.errorKind = static_cast<ErrorKind>(errorKind);
   return {};

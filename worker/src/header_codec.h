@@ -9,7 +9,10 @@
 // Header layout, version 1, little-endian:
 //   "RJ" magic (2) | version u8 | type u8 | errorKind u8 | flags u8 | id u64 |
 //   timeoutMs u32 | function (u16 length + bytes) | error (u32 length + bytes) |
-//   if flags & kHasRRef: rref (i32 worker, u64 local) and fork (i32 worker, u64 local)
+//   if flags & kHasRRef: rref (i32 worker, u64 local) and fork (i32 worker, u64 local) |
+//   if flags & kHasAutograd: context i64 | sendId i64 | u32 tensor count +
+//     ceil(count / 8) bytes of bits, one per tensor of the value in walk order
+//     (autograd/tensor_walk.h): set for a tensor that requires grad
 // A newer minor addition appends fields after these; a different version byte is
 // rejected so that mismatched builds fail loudly instead of misreading.
 //
@@ -57,6 +60,9 @@ enum class ErrorKind : uint8_t {
 };
 
 inline constexpr uint8_t kHasRRef = 1;
+// The message belongs to a distributed autograd context (worker/src/autograd/).
+inline constexpr uint8_t kHasAutograd = 2;
+inline constexpr size_t kMaxAutogradTensors = size_t{1} << 20;
 
 struct GloballyUniqueId {
   int32_t worker = -1;
@@ -79,6 +85,13 @@ struct Header {
   bool hasRRef = false;
   GloballyUniqueId rref;
   GloballyUniqueId fork;
+  // Distributed autograd (kHasAutograd): the context the message belongs to;
+  // the sender's send function for its tensors (0: none require grad); which
+  // tensors of the value require grad, one flag per tensor in walk order.
+  bool hasAutograd = false;
+  int64_t autogradContext = 0;
+  int64_t autogradSendId = 0;
+  std::vector<bool> requiresGrad;
 };
 
 std::string encodeHeader(const Header& header);

@@ -2,6 +2,7 @@
 #include "rpcjob/runtime/runtime.h"
 
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,8 +12,10 @@
 #include <cstring>
 #include <iostream>
 
+#include "autograd/container.h"
 #include "channel_selection.h"
 #include "memory_limit.h"
+#include "objects/objects.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/assignment/pair_links.h"
 #include "runtime_impl.h"
@@ -89,6 +92,19 @@ bool expectsAnswer(wire::MessageType type) {
   }
 }
 
+// A peer's death must fail calls, not end this process: TensorPipe's socket
+// writes to a dead peer raise SIGPIPE, whose default action kills. A handler
+// the application installed is left alone.
+void ignoreSigpipeUnlessHandled() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, nullptr);
+  }
+}
+
 }  // namespace
 
 RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::string& name,
@@ -109,9 +125,11 @@ RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::strin
   if (options_.deviceMaps.empty()) options_.deviceMaps = deviceMapsOf(assignment_, name);
   maxMessageBytes_ = options_.maxMessageBytes > 0 ? options_.maxMessageBytes : memoryLimitBytes();
   pool_ = std::make_shared<ThreadPool>(options_.poolThreads);
-  rrefs_ = std::make_unique<RRefContext>();
+  rrefs_ = std::make_unique<RRefContext>(pool_, selfRank_, options_.defaultTimeout);
+  autograd_ = std::make_unique<autograd::Container>(*this);
   shutdown_ = std::make_unique<ShutdownCoordinator>(*this);
   registerBuiltins();
+  objects::registerBuiltins(*this);
 }
 
 RuntimeImpl::~RuntimeImpl() {
@@ -134,6 +152,7 @@ void RuntimeImpl::registerFunction(const std::string& name, Function fn, AsyncFu
 
 void RuntimeImpl::start() {
   if (started_.exchange(true)) throw std::logic_error("start() called twice");
+  ignoreSigpipeUnlessHandled();
   startGate();
 #if RPCJOB_WITH_CUDA
   {
@@ -609,8 +628,9 @@ Runtime::~Runtime() {
 void Runtime::registerFunction(const std::string& name, Function fn, FunctionOptions options) {
   impl_->registerFunction(name, std::move(fn), nullptr, options);
 }
-void Runtime::registerAsyncFunction(const std::string& name, AsyncFunction fn) {
-  impl_->registerFunction(name, nullptr, std::move(fn), FunctionOptions{true});
+void Runtime::registerAsyncFunction(const std::string& name, AsyncFunction fn,
+                                    FunctionOptions options) {
+  impl_->registerFunction(name, nullptr, std::move(fn), options);
 }
 void Runtime::start() {
   impl_->start();
@@ -644,6 +664,9 @@ RRef Runtime::remote(const std::string& to, const std::string& function,
 }
 RRef Runtime::rrefFromIValue(const c10::IValue& value) {
   return impl_->rrefFromIValue(value);
+}
+RRef Runtime::makeRRef(c10::IValue value) {
+  return impl_->makeRRef(std::move(value));
 }
 std::vector<ChannelChoice> Runtime::channelChoices() const {
   return impl_->channelChoices();

@@ -1,6 +1,7 @@
 // The request path: sending calls, serving them, answering, timeouts.
 #include <tensorpipe/tensorpipe.h>
 
+#include "autograd/container.h"
 #include "rpcjob/runtime/runtime.h"
 #include "runtime_impl.h"
 #include "shutdown.h"
@@ -61,12 +62,16 @@ Future RuntimeImpl::rpcAsync(const std::string& to, const std::string& function,
   wire::Header h;
   h.type = wire::MessageType::kCall;
   h.function = function;
-  c10::IValue packed = c10::ivalue::Tuple::create(std::move(args));
-  return sendRequest(rankOf(to), std::move(h), &packed, options);
+  const int rank = rankOf(to);
+  std::vector<Forked> forked;
+  c10::IValue packed = forkRRefs(c10::ivalue::Tuple::create(std::move(args)), &forked);
+  Future sent = sendRequest(rank, std::move(h), &packed, options);
+  unforkIfUnsent(sent, forked);
+  return sent;
 }
 
 Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* value,
-                                CallOptions options) {
+                                CallOptions options, [[maybe_unused]] bool inverseDeviceMap) {
   auto state = detail::newFutureState(pool_);
   Future future(state);
   const std::string& peerName = workers_[to].name;
@@ -77,8 +82,12 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   }
   std::shared_ptr<OutgoingMessage> message;
   try {
+    autograd_->onSendRequest(header, value, to);
 #if RPCJOB_WITH_CUDA
-    message = makeMessage(header, value, deviceMaps_.forRequest(peerName).get());
+    message = makeMessage(
+        header, value,
+        (inverseDeviceMap ? deviceMaps_.forResponse(peerName) : deviceMaps_.forRequest(peerName))
+            .get());
 #else
     message = makeMessage(header, value);  // fills in header.id below
 #endif
@@ -160,7 +169,8 @@ void RuntimeImpl::completePending(Pending pending, IncomingMessage& msg) {
                                              "worker '" + peerName + "': " + msg.header.error));
   } else {
     try {
-      value = decodeValue(msg);
+      value = adoptRRefs(
+          autograd_->onReceive(msg.header, pending.peer, decodeValue(msg), /*request=*/false));
     } catch (...) {
       error = std::current_exception();
     }
@@ -267,7 +277,8 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
     case wire::MessageType::kRemoteCall: {
       c10::IValue args;
       try {
-        args = decodeValue(msg);
+        args = adoptRRefs(
+            autograd_->onReceive(h, server->callerRank, decodeValue(msg), /*request=*/true));
       } catch (const std::exception& e) {
         replyError(server, h.id, wire::ErrorKind::kBadRequest, e.what());
         return;
@@ -278,7 +289,13 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
       return;
     }
     case wire::MessageType::kRRefFetch: {
-      auto entry = rrefs_->findOwner(h.rref);
+      try {
+        autograd_->onReceive(h, server->callerRank, c10::IValue(), true);  // joins its context
+      } catch (const std::exception& e) {
+        replyError(server, h.id, wire::ErrorKind::kBadRequest, e.what());
+        return;
+      }
+      auto entry = rrefs_->findOrAwaitOwner(h.rref);
       if (!entry) {
         replyError(server, h.id, wire::ErrorKind::kBadRequest,
                    "no RRef " + std::to_string(h.rref.worker) + ":" + std::to_string(h.rref.local) +
@@ -286,7 +303,8 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
         return;
       }
       serving_++;
-      reply(server, h.id, Future(entry->value), kBuiltinOwnerRRefCount, std::nullopt);
+      reply(server, h.id, Future(entry->value), kBuiltinOwnerRRefCount, std::nullopt,
+            h.hasAutograd ? h.autogradContext : 0);
       return;
     }
     case wire::MessageType::kRRefUserDelete:
@@ -295,7 +313,7 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
       reply(server, h.id, Future::fromValue(c10::IValue()), "", std::nullopt);
       return;
     case wire::MessageType::kRRefForkRequest:
-      if (!rrefs_->addForkIfOwned(h.rref, h.fork)) {
+      if (!rrefs_->addForkOrAwait(h.rref, h.fork)) {
         replyError(server, h.id, wire::ErrorKind::kBadRequest, "fork of an RRef not owned here");
         return;
       }
@@ -321,8 +339,7 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
     // Register the fork now, on the read thread, before any later message from
     // the same user (its delete, for one) can be read. The owner keeps the value;
     // the caller only learns that it was created (or why not).
-    owned = detail::newFutureState(pool_);
-    rrefs_->createOwner(header.rref, header.fork, owned);
+    owned = rrefs_->createOwner(header.rref, header.fork)->value;
   }
   auto refuse = [&](wire::ErrorKind kind, const std::string& message) {
     if (owned) owned->fail(std::make_exception_ptr(RpcError(codeOf(kind), self().name, message)));
@@ -330,7 +347,8 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
   };
   auto it = functions_.find(header.function);
   if (it == functions_.end()) {
-    refuse(wire::ErrorKind::kUnknownFunction, "unknown function '" + header.function + "'");
+    refuse(wire::ErrorKind::kUnknownFunction,
+           "unknown function or class '" + header.function + "'");
     return;
   }
   if (!args.isTuple()) {
@@ -345,8 +363,9 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
   }
   serving_++;
   std::vector<c10::IValue> argv = args.toTupleRef().elements().vec();
-  auto respond = [this, server, id = header.id, name = header.function, observed,
-                  owned](Future result) {
+  const int64_t autogradContext = header.hasAutograd ? header.autogradContext : 0;
+  auto respond = [this, server, id = header.id, name = header.function, observed, owned,
+                  autogradContext](Future result) {
     if (owned) {
       result.addInlineCallback([owned](const Future& done) {
         if (done.hasError()) {
@@ -368,17 +387,18 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
         result = Future(ack);
       }
     }
-    reply(server, id, result, name, observed);
+    reply(server, id, result, name, observed, autogradContext);
   };
-  if (fn.options.runInline || fn.async) {
+  if (fn.options.runInline) {
     for (auto& e : events) e->blockCurrentStream();
-    respond(runLocal(fn, caller, header.function, std::move(argv)));
+    respond(runLocal(fn, caller, header.function, std::move(argv), autogradContext));
     return;
   }
   auto name = header.function;
-  auto task = [this, &fn, &caller, name, argv = std::move(argv), respond, events]() mutable {
+  auto task = [this, &fn, &caller, name, argv = std::move(argv), respond, events,
+               autogradContext]() mutable {
     for (auto& e : events) e->blockCurrentStream();  // this thread's current streams
-    respond(runLocal(fn, caller, name, std::move(argv)));
+    respond(runLocal(fn, caller, name, std::move(argv), autogradContext));
   };
   if (!pool_->submit(task)) {
     serving_--;
@@ -392,8 +412,10 @@ const WorkerInfo& RuntimeImpl::callerOf(int callerRank) const {
 }
 
 Future RuntimeImpl::runLocal(const Registered& fn, const WorkerInfo& caller,
-                             const std::string& name, std::vector<c10::IValue> args) {
+                             const std::string& name, std::vector<c10::IValue> args,
+                             int64_t autogradContext) {
   CallInfo info{caller, name, owner_};
+  autograd::CurrentContextScope inContext(autogradContext);
   try {
     if (fn.async) return fn.async(info, std::move(args));
     return Future::fromValue(fn.fn(info, std::move(args)));
@@ -404,22 +426,26 @@ Future RuntimeImpl::runLocal(const Registered& fn, const WorkerInfo& caller,
 
 void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
                         const Future& result, const std::string& function,
-                        std::optional<Observer::CallToken> observed) {
-  result.addInlineCallback([this, server, id, function, observed](const Future& done) mutable {
+                        std::optional<Observer::CallToken> observed, int64_t ctx) {
+  result.addInlineCallback([this, server, id, function, observed, ctx](const Future& done) mutable {
     wire::Header h;
     h.id = id;
     std::shared_ptr<OutgoingMessage> message;
     std::exception_ptr error = done.hasError() ? done.error() : nullptr;
     if (!error) {
       h.type = wire::MessageType::kResponse;
+      std::vector<Forked> forked;
       try {
+        const c10::IValue sent = forkRRefs(done.value(), &forked);
+        autograd_->onSendResponse(ctx, h, sent);  // records a send when it needs one
 #if RPCJOB_WITH_CUDA
-        message = makeMessage(h, &done.value(),
-                              deviceMaps_.forResponse(callerOf(server->callerRank).name).get());
+        message =
+            makeMessage(h, &sent, deviceMaps_.forResponse(callerOf(server->callerRank).name).get());
 #else
-        message = makeMessage(h, &done.value());
+        message = makeMessage(h, &sent);
 #endif
       } catch (...) {
+        unfork(forked);
         error = std::current_exception();
       }
     }
@@ -499,6 +525,9 @@ void RuntimeImpl::registerBuiltins() {
                                         return shutdown_->join(info.caller.rank);
                                       },
                                       inlineFn};
+  for (auto& b : autograd_->builtins()) {
+    functions_[b.name] = {std::move(b.fn), std::move(b.async), FunctionOptions{b.runInline}};
+  }
 }
 
 }  // namespace rpcjob::runtime

@@ -41,6 +41,9 @@ class Error;
 }  // namespace tensorpipe
 
 namespace rpcjob::runtime {
+namespace autograd {
+class Container;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -64,7 +67,11 @@ class RuntimeImpl {
   int rankOf(const std::string& name) const;  // throws kInvalidArgument
 
   // Calls (runtime_calls.cc). `value` may be null for header-only messages.
-  Future sendRequest(int to, wire::Header header, const c10::IValue* value, CallOptions options);
+  // `inverseDeviceMap` (CUDA build): place tensors on `to` with the inverse of
+  // its map to us, as its calls' responses are (distributed autograd sends the
+  // gradients of a request's tensors back that way).
+  Future sendRequest(int to, wire::Header header, const c10::IValue* value, CallOptions options,
+                     bool inverseDeviceMap = false);
   Future rpcAsync(const std::string& to, const std::string& function, std::vector<c10::IValue> args,
                   CallOptions options);
 
@@ -73,6 +80,33 @@ class RuntimeImpl {
               CallOptions options);
   RRef rrefFromIValue(const c10::IValue& value);
   RRefContext& rrefs() { return *rrefs_; }
+  // An RRef owned here: of a value (Python's RRef(x)), of a future value.
+  RRef makeRRef(c10::IValue value);
+  RRef ownedRRef(const Future& value);
+  // Runs a registered function here, on the pool, as a call from ourselves.
+  Future callHere(const std::string& function, std::vector<c10::IValue> args);
+  // The wire form of an RRef: a fork of it for one receiver (RRef::toIValue()
+  // before RRefs were values); and the receiver's side of the fork protocol.
+  // A fork made for a message, undone (unfork) when the message is not sent.
+  struct Forked {
+    GloballyUniqueId rref;
+    GloballyUniqueId fork;
+    bool owner = false;
+  };
+  c10::IValue forkForWire(const RRef& rref, std::vector<Forked>* made = nullptr);
+  RRef adoptFork(const c10::IValue& fork);
+  static bool isWireFork(const c10::IValue& value);
+  // RRefs inside values (rref_values.cc): `value` with each RRef replaced by a
+  // fork, to send; a received value with each fork replaced by its RRef
+  // (throws RpcError for a malformed one).
+  c10::IValue forkRRefs(const c10::IValue& value, std::vector<Forked>* made = nullptr);
+  c10::IValue adoptRRefs(const c10::IValue& value);
+  void unfork(const std::vector<Forked>& made);
+  // unfork() when `sent` failed before its message could go (sendRequest
+  // fails those at once); a message that went is the receiver's to release.
+  void unforkIfUnsent(const Future& sent, const std::vector<Forked>& made);
+  // Distributed autograd (autograd/container.h).
+  autograd::Container& autograd() { return *autograd_; }
 
   std::vector<ChannelChoice> channelChoices() const;
   void shutdown(ShutdownMode mode, std::chrono::milliseconds deadline);  // shutdown.cc
@@ -183,8 +217,10 @@ class RuntimeImpl {
   void serveCall(const std::shared_ptr<ServerPipe>& server, const wire::Header& header,
                  c10::IValue args, std::vector<std::shared_ptr<DeviceEvent>> events,
                  const EventTime& arrived);
+  // `ctx`: the request's distributed autograd context (0: none).
   void reply(const std::shared_ptr<ServerPipe>& server, uint64_t id, const Future& result,
-             const std::string& function, std::optional<Observer::CallToken> observed);
+             const std::string& function, std::optional<Observer::CallToken> observed,
+             int64_t ctx = 0);
   void replyError(const std::shared_ptr<ServerPipe>& server, uint64_t id, wire::ErrorKind kind,
                   const std::string& message);
   void writeServer(const std::shared_ptr<ServerPipe>& server,
@@ -201,9 +237,11 @@ class RuntimeImpl {
   // each recorded by the observer as finished.
   void failPending(std::vector<Pending> calls, const std::exception_ptr& error);
   void timeoutLoop();
+  // Runs with `autogradContext` (0: none) as the thread's current context.
   Future runLocal(const Registered& fn, const WorkerInfo& caller, const std::string& name,
-                  std::vector<c10::IValue> args);
+                  std::vector<c10::IValue> args, int64_t autogradContext = 0);
   void registerBuiltins();
+  std::shared_ptr<detail::RRefHandle> ownedHandle(std::shared_ptr<detail::FutureState> value);
 
   Runtime& owner_;
   Assignment assignment_;
@@ -255,6 +293,7 @@ class RuntimeImpl {
   cuda::DeviceMapTable deviceMaps_;  // validated in start(), completed by handshakes
 #endif
   std::unique_ptr<RRefContext> rrefs_;
+  std::unique_ptr<autograd::Container> autograd_;
   std::unique_ptr<class ShutdownCoordinator> shutdown_;
   // Last: its watchdog may still fail a pipe (failPeer) until it is gone.
   std::unique_ptr<auth::PipeGate> gate_;  // null: no secret, pipes are not authenticated

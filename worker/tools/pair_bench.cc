@@ -10,8 +10,10 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include "rpcjob/assignment/port_reservation.h"
+#include "rpcjob/runtime/remote_object.h"
 
 namespace rpcjob::worker {
 namespace {
@@ -25,6 +27,10 @@ constexpr const char* kOpen = "rpcjob.bench.open";
 constexpr const char* kMeasure = "rpcjob.bench.measure";
 constexpr const char* kClose = "rpcjob.bench.close";
 constexpr const char* kAuto = "auto";
+constexpr const char* kEchoFunction = "rpcjob.bench.echo_function";
+constexpr const char* kEchoClass = "rpcjob.bench.Echo";
+
+struct Echo {};
 
 const CallOptions kOpenTimeout{std::chrono::seconds(120)};
 const CallOptions kMeasureTimeout{std::chrono::minutes(30)};
@@ -51,10 +57,10 @@ std::string hostOf(const std::string& address) {
 }
 
 c10::IValue encode(const PairResult& r) {
-  std::vector<c10::IValue> f = {r.from,          r.peer,           r.pass,     r.channel,
-                                r.transport,     r.measured,       r.note,     r.smallRttP50Us,
-                                r.smallRttP99Us, r.asyncCallsPerS, r.rtt4mbMs, r.rtt400mbMs,
-                                r.gbps400mb};
+  std::vector<c10::IValue> f = {
+      r.from,     r.peer,       r.pass,          r.channel,           r.transport,
+      r.measured, r.note,       r.smallRttP50Us, r.smallRttP99Us,     r.asyncCallsPerS,
+      r.rtt4mbMs, r.rtt400mbMs, r.gbps400mb,     r.functionCallP50Us, r.proxyCallP50Us};
   return c10::ivalue::Tuple::create(std::move(f));
 }
 
@@ -74,6 +80,8 @@ PairResult decode(const c10::IValue& v) {
   r.rtt4mbMs = f.at(10).toDouble();
   r.rtt400mbMs = f.at(11).toDouble();
   r.gbps400mb = f.at(12).toDouble();
+  r.functionCallP50Us = f.at(13).toDouble();
+  r.proxyCallP50Us = f.at(14).toDouble();
   return r;
 }
 
@@ -124,6 +132,34 @@ double asyncCallRate(Runtime& rt, const std::string& peer, int n) {
   return n / secondsSince(start);
 }
 
+void registerProxyTargets(Runtime& rt) {
+  // Both on the pool (neither runInline), so the comparison is of the proxy's
+  // own cost: the object lookup and method dispatch.
+  rt.registerFunction(kEchoFunction,
+                      [](const runtime::CallInfo&, std::vector<c10::IValue> a) { return a.at(0); });
+  runtime::registerClass<Echo>(rt, kEchoClass)
+      .constructor([](std::vector<c10::IValue>) { return std::make_shared<Echo>(); })
+      .method("echo", [](Echo&, std::vector<c10::IValue> a) { return a.at(0); });
+}
+
+std::pair<double, double> proxyCallP50s(Runtime& rt, const std::string& peer, int n) {
+  at::Tensor small = at::ones({1});
+  runtime::RRef echo = rt.remote(peer, kEchoClass, {});
+  echo.confirmed().value();
+  std::vector<double> function, proxy;
+  function.reserve(n);
+  proxy.reserve(n);
+  for (int i = 0; i < n + 200; ++i) {  // the first 200 of each: warm-up
+    auto start = Clock::now();
+    rt.rpcSync(peer, kEchoFunction, {small});
+    if (i >= 200) function.push_back(secondsSince(start) * 1e6);
+    start = Clock::now();
+    echo.rpcSync("echo", {small});
+    if (i >= 200) proxy.push_back(secondsSince(start) * 1e6);
+  }
+  return {percentile(function, 0.5), percentile(proxy, 0.5)};
+}
+
 PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& config) {
   PairResult r;
   r.from = rt.self().name;
@@ -139,6 +175,8 @@ PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& co
     best = std::max(best, asyncCallRate(rt, peer, config.asyncCalls));
   }
   r.asyncCallsPerS = best;
+
+  std::tie(r.functionCallP50Us, r.proxyCallP50Us) = proxyCallP50s(rt, peer, config.smallCalls);
 
   r.rtt4mbMs = tensorRtt(rt, peer, at::ones({1 << 20}), config.rtt4mbIterations) * 1e3;
   if (config.large) {
@@ -200,6 +238,7 @@ struct BenchAgent::State {
     if (channel != "basic") options.channels.push_back("basic");
     options.startTimeout = std::chrono::seconds(60);
     auto rt = std::make_unique<Runtime>(std::move(a), name, std::move(options));
+    registerProxyTargets(*rt);
     try {
       rt->start();  // returns once the peers reached its listener
     } catch (...) {
@@ -275,6 +314,7 @@ BenchAgent::~BenchAgent() {
 
 void BenchAgent::registerFunctions(Runtime& control) {
   auto state = state_;
+  registerProxyTargets(control);
   control.registerFunction(kPort, [state](const runtime::CallInfo&, std::vector<c10::IValue>) {
     return c10::IValue(state->reservePassAddress());
   });
@@ -395,7 +435,9 @@ std::string toJson(const std::vector<PairResult>& results) {
       out << ",\"small_rtt_p50_us\":" << r.smallRttP50Us
           << ",\"small_rtt_p99_us\":" << r.smallRttP99Us
           << ",\"async_calls_per_s\":" << r.asyncCallsPerS << ",\"rtt_4mb_ms\":" << r.rtt4mbMs
-          << ",\"rtt_400mb_ms\":" << r.rtt400mbMs << ",\"gbps_400mb\":" << r.gbps400mb;
+          << ",\"rtt_400mb_ms\":" << r.rtt400mbMs << ",\"gbps_400mb\":" << r.gbps400mb
+          << ",\"function_call_p50_us\":" << r.functionCallP50Us
+          << ",\"proxy_call_p50_us\":" << r.proxyCallP50Us;
     } else {
       out << ",\"note\":" << jsonString(r.note);
     }

@@ -21,6 +21,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rpcjob/assignment/assignment.h"
@@ -65,6 +66,10 @@ struct PairResult {
   double rtt4mbMs = 0;
   double rtt400mbMs = 0;
   double gbps400mb = 0;
+  // A registered function on the pool vs a method of a remote object through
+  // an RRef proxy (rref.rpcSync), one-element tensor, calls interleaved.
+  double functionCallP50Us = 0;
+  double proxyCallP50Us = 0;
 };
 
 // The value at quantile p of v (nearest rank; 0 for none).
@@ -74,6 +79,12 @@ double percentile(std::vector<double> v, double p);
 std::vector<double> smallCallRtts(runtime::Runtime& rt, const std::string& peer, int n);
 // Calls per second of `n` async echo calls put in flight at once.
 double asyncCallRate(runtime::Runtime& rt, const std::string& peer, int n);
+
+// The function and the class the proxy comparison calls (every runtime of the
+// bench registers them before start()).
+void registerProxyTargets(runtime::Runtime& rt);
+// p50s in microseconds of `n` calls of each, interleaved: {function, proxy}.
+std::pair<double, double> proxyCallP50s(runtime::Runtime& rt, const std::string& peer, int n);
 
 // Measures this worker against `peer` on `rt`.
 PairResult benchPair(runtime::Runtime& rt, const std::string& peer, const BenchConfig& config);

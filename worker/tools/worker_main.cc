@@ -11,10 +11,11 @@
 //                                            paused and running, N rounds, switching
 //                                            every CALLS sync calls (default 25)
 //                                            (tools/metrics_overhead.h)
-//   rpcjob-worker model-split [--iterations N] [--size N]   the seeds' experiment (workloads/)
-//   rpcjob-worker send --bytes N --count K [--device D]   rank 0 sends K tensors of N
-//                                            bytes (on device D, default cpu) to every
-//                                            peer (known traffic, for the metrics tests)
+//   rpcjob-worker send --bytes N --count K [--device D] [--verify]
+//                                            rank 0 sends K tensors of N bytes (on
+//                                            device D, default cpu) to every peer (known
+//                                            traffic, for the metrics tests); --verify:
+//                                            the peer checks every byte arrived as sent
 //   common: [--metrics-port N] [--hold-s N] (wait N s before the shutdown barrier)
 //   rpcjob-worker --version
 //
@@ -32,11 +33,10 @@
 #include <thread>
 
 #include "metrics_overhead.h"
-#include "metrics_setup.h"
-#include "model_split.h"
 #include "pair_bench.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/runtime/runtime.h"
+#include "rpcjob/telemetry/exporter.h"
 #include "rpcjob/version.h"
 
 namespace {
@@ -49,8 +49,7 @@ int usage() {
          "       rpcjob-worker bench --metrics-overhead ROUNDS\n"
          "                           [--recorders observer,channels,transports|all|none]\n"
          "                           [--slice CALLS]\n"
-         "       rpcjob-worker model-split [--iterations N] [--size N]\n"
-         "       rpcjob-worker send --bytes N --count K [--device cpu|cuda:N]\n"
+         "       rpcjob-worker send --bytes N --count K [--device cpu|cuda:N] [--verify]\n"
          "       common options: [--metrics-port N] [--hold-s N]\n"
          "       rpcjob-worker --version\n"
          "identity: RPCJOB_ASSIGNMENT or RPCJOB_PEERS, and RPCJOB_WORKER_NAME or RPCJOB_RANK\n";
@@ -69,11 +68,11 @@ int main(int argc, char** argv) {
   }
   bool json = false;
   rpcjob::worker::BenchConfig config;
-  rpcjob::worker::ModelSplitConfig split;
   long deadlineSeconds = 24 * 3600;
   int metricsPort = -1;  // -1: RPCJOB_METRICS_PORT or the assignment's metricsPort
   long sendBytes = 1 << 20, sendCount = 10, holdSeconds = 0;
   std::string sendDevice = "cpu";
+  bool sendVerify = false;
   int overheadRounds = 0;  // bench --metrics-overhead
   rpcjob::worker::OverheadConfig overhead;
   for (int i = 2; i < argc; ++i) {
@@ -106,10 +105,6 @@ int main(int argc, char** argv) {
       } else if (arg == "--slice" && i + 1 < argc) {
         overhead.syncSlice = std::stoi(argv[++i]);
         if (overhead.syncSlice < 1) return usage();
-      } else if (arg == "--iterations" && i + 1 < argc) {
-        split.iterations = std::stoi(argv[++i]);
-      } else if (arg == "--size" && i + 1 < argc) {
-        split.size = std::stoi(argv[++i]);
       } else if (arg == "--deadline-s" && i + 1 < argc) {
         deadlineSeconds = std::stol(argv[++i]);
       } else if (arg == "--metrics-port" && i + 1 < argc) {
@@ -120,6 +115,8 @@ int main(int argc, char** argv) {
         sendDevice = argv[++i];
       } else if (arg == "--count" && i + 1 < argc) {
         sendCount = std::stol(argv[++i]);
+      } else if (arg == "--verify") {
+        sendVerify = true;
       } else if (arg == "--hold-s" && i + 1 < argc) {
         holdSeconds = std::stol(argv[++i]);
       } else {
@@ -130,28 +127,22 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-  if (mode != "serve" && mode != "bench" && mode != "model-split" && mode != "send") {
+  if (mode != "serve" && mode != "bench" && mode != "send") {
     return usage();
   }
 
   // Metrics first: they must outlive the runtime's TensorPipe context (rt goes
   // away first, being declared after), and its signal handling must be set up
   // before any thread starts.
-  std::unique_ptr<rpcjob::worker::WorkerMetrics> metrics;
+  std::unique_ptr<rpcjob::telemetry::Exporter> metrics;
   std::unique_ptr<Runtime> rt;
   std::unique_ptr<rpcjob::worker::BenchAgent> bench;  // after rt: its runtimes go first
   try {
     rpcjob::Identity identity = rpcjob::identityFromEnvironment();
     RuntimeOptions options = optionsFromAssignment(identity.assignment, identity.name);
     rpcjob::runtime::applyEnvironment(options);
-    rpcjob::worker::placeModelSplit(identity.assignment, identity.name, split);
-    auto settings =
-        rpcjob::worker::metricsSettings(identity.assignment, identity.name, metricsPort);
-    if (settings.enabled()) {
-      metrics = std::make_unique<rpcjob::worker::WorkerMetrics>(settings, identity.assignment,
-                                                                identity.name);
-      metrics->install(options, {});  // function series appear on first use
-    }
+    metrics = rpcjob::telemetry::fromEnvironment(identity, metricsPort);
+    metrics->attach(options);  // off unless a port or file is set; series appear on first use
     if (mode == "bench") {
       bench = std::make_unique<rpcjob::worker::BenchAgent>(identity.assignment, identity.name,
                                                            options, config);
@@ -164,19 +155,25 @@ int main(int argc, char** argv) {
   }
   bool failed = false;
   try {
-    if (mode == "model-split") rpcjob::worker::registerModelSplit(*rt, split);
     if (bench) {
       bench->registerFunctions(*rt);
       rpcjob::worker::registerRecordingSwitch(*rt);
     }
+    // rpcjob-bench's peer serves what its proxy comparison calls.
+    if (mode == "serve") rpcjob::worker::registerProxyTargets(*rt);
     if (mode == "send") {
       rt->registerFunction(
           "rpcjob.sink", [](const CallInfo&, std::vector<c10::IValue>) { return c10::IValue(); },
           FunctionOptions{true});
+      // The bytes that differ from what rank 0 sent (7 everywhere). On the pool:
+      // counting waits for the tensor's stream.
+      rt->registerFunction("rpcjob.sink_check", [](const CallInfo&, std::vector<c10::IValue> args) {
+        return c10::IValue(args.at(0).toTensor().ne(7).sum().item<int64_t>());
+      });
     }
-    if (metrics) metrics->serve();
+    metrics->serve();
     rt->start();
-    if (metrics) metrics->setReady();
+    metrics->setReady();
     if (mode == "send" && rt->self().rank == 0) {
       // One uint8 tensor of sendBytes per call: above the inline limit it travels
       // by channel, exactly sendBytes once per call; the answer is None.
@@ -185,19 +182,24 @@ int main(int argc, char** argv) {
           at::full({sendBytes}, 7, at::TensorOptions().dtype(at::kByte).device(sendDevice));
       for (const auto& w : rt->workers()) {
         if (w.rank == 0) continue;
-        for (long i = 0; i < sendCount; ++i) rt->rpcSync(w.name, "rpcjob.sink", {tensor});
+        int64_t wrong = 0;
+        for (long i = 0; i < sendCount; ++i) {
+          const c10::IValue answer =
+              rt->rpcSync(w.name, sendVerify ? "rpcjob.sink_check" : "rpcjob.sink", {tensor});
+          if (sendVerify) wrong += answer.toInt();
+        }
         std::cout << "sent " << sendCount << " x " << sendBytes << " bytes to " << w.name
+                  << (sendVerify ? wrong == 0 ? "; values exact: yes"
+                                              : "; values exact: NO (" + std::to_string(wrong) +
+                                                    " bytes differ)"
+                                 : "")
                   << std::endl;
+        failed = failed || wrong != 0;
       }
     }
     if (holdSeconds > 0) std::this_thread::sleep_for(std::chrono::seconds(holdSeconds));
-    if (mode == "model-split" && rt->self().rank == 0) {
-      const auto result = rpcjob::worker::runModelSplit(*rt, split);
-      std::cout << rpcjob::worker::toText(result, split) << std::endl;
-      failed = !result.matchesLocal;
-    }
     if (mode == "bench" && rt->self().rank == 0 && overheadRounds > 0) {
-      if (!metrics)
+      if (!metrics->enabled())
         throw std::runtime_error("--metrics-overhead needs metrics on (a port or file)");
       if (rt->workers().size() < 2) throw std::runtime_error("--metrics-overhead needs 2 workers");
       overhead.rounds = overheadRounds;

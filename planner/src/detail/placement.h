@@ -1,6 +1,7 @@
 #pragma once
 // Putting workers on nodes (the bin packing part of the planner), all or nothing.
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,11 +18,15 @@ struct Slot {
   std::string name;
   Resources demand;
   std::vector<int> candidates;  // node indices it may run on, ascending
+  int pinned = -1;              // node index it must stay on (PlanOptions::pinned)
 };
 
 // The workers of a job in natural order (groups in spec order, indices ascending),
 // with their demands and candidate nodes.
-std::vector<Slot> makeSlots(const api::RpcJob& job, const ClusterView& cluster);
+// `pinned`: worker name -> node name (PlanOptions::pinned); a name not in the
+// cluster pins to no node (the slot then has no candidates).
+std::vector<Slot> makeSlots(const api::RpcJob& job, const ClusterView& cluster,
+                            const std::map<std::string, std::string>& pinned = {});
 
 // Node index per slot, or nullopt when the greedy policies find no placement.
 // workersPerGpu N: each free GPU of a node holds N workers of one GPU each

@@ -161,6 +161,10 @@ struct RpcJobStatus {
   int workerCount = 0;   // printer column "Workers"
   int readyWorkers = 0;  // printer column "Ready"
   int restarts = 0;
+  // Consecutive scheduler rejections since pods last got bound, and the nodes
+  // that rejected them (left out of the next plan while another node fits).
+  int schedulerRejections = 0;
+  std::vector<std::string> rejectedNodes;
   std::vector<WorkerStatus> workers;
   std::string startTime;       // RFC 3339, empty when unset
   std::string completionTime;  // RFC 3339, empty when unset

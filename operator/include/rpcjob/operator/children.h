@@ -22,18 +22,29 @@
 //        container; the plan's pod settings (memory-backed /dev/shm emptyDir,
 //        shareProcessNamespace, capabilities, rdma/hca on the first worker
 //        container).
-//    Worker containers: with workersPerPod 1, the template's first container is
-//    the worker (the others are sidecars, left as they are apart from the mount).
-//    With workersPerPod Auto, one container per worker, named after the worker,
-//    copied from the first container of that worker's group's template (the pod
-//    spec and sidecars come from the template of the pod's first worker). Each
-//    worker container gets: env RPCJOB_WORKER_NAME, RPCJOB_RANK,
-//    RPCJOB_WORLD_SIZE, RPCJOB_JOB_NAME, RPCJOB_NAMESPACE,
-//    RPCJOB_ASSIGNMENT=/etc/rpcjob/assignment.yaml, RPCJOB_METRICS_PORT (these
-//    replace same-named template variables); ports "rpc" and "metrics" (the
-//    k-th worker of a shared pod: "rpc-k", "metrics-k": port names are unique
-//    per pod, so the PodMonitor's "metrics" port scrapes a shared pod's first
-//    worker); limits nvidia.com/gpu = its GPU count.
+//    Worker containers: the template's first container runs the pod's workers
+//    (the others are sidecars, left as they are apart from the mount), and it
+//    holds all of the pod's devices: limits nvidia.com/gpu = the pod's GPUs
+//    (ceil(shares / workersPerGpu) when workers share GPUs), rdma/hca, the
+//    capabilities. The device plugin then shows that one container the pod's
+//    GPUs as cuda:0..k-1, the indices the plan gives (why: operator/README.md).
+//     - a pod of one worker (workersPerPod 1, or Auto with one worker on the
+//       node): the container is the worker, with env RPCJOB_WORKER_NAME,
+//       RPCJOB_RANK, RPCJOB_WORLD_SIZE, RPCJOB_JOB_NAME, RPCJOB_NAMESPACE,
+//       RPCJOB_ASSIGNMENT=/etc/rpcjob/assignment.yaml, RPCJOB_METRICS_PORT
+//       (these replace same-named template variables) and ports "rpc", "metrics";
+//     - a pod of several workers (workersPerPod Auto): the container (from the
+//       template of the pod's first worker: its image, volumes, securityContext)
+//       runs `rpcjob-launch`, which starts each worker as a process from the
+//       launch spec in env RPCJOB_POD_WORKERS (rpcjob/assignment/pod_launch.h):
+//       per worker its group's command and args (no command: rpcjob-worker with
+//       the args, else `serve`, as `rpcjob run` does), its group's literal env
+//       entries and the variables above. valueFrom entries need the kubelet:
+//       those of the first worker's group stay on the container, so every
+//       worker of the pod inherits them; other groups' are dropped. Ports "rpc"/"metrics" for the
+//       first worker, "rpc-k"/"metrics-k" for the k-th; requests cpu and memory = the plan's sums,
+//       limits the templates' sums when every worker's template has one (else none). The workers of
+//       one pod run from one image, the first worker's group's.
 
 #include <string>
 
@@ -57,6 +68,10 @@ inline constexpr const char* kAssignmentDir = "/etc/rpcjob";
 inline constexpr const char* kAssignmentPath = "/etc/rpcjob/assignment.yaml";
 inline constexpr const char* kAssignmentVolume = "rpcjob-assignment";
 inline constexpr const char* kShmVolume = "dshm";
+// The launcher of a pod's workers (runner/, in the worker images) and the
+// program a container without a command runs.
+inline constexpr const char* kLaunchProgram = "rpcjob-launch";
+inline constexpr const char* kWorkerProgram = "rpcjob-worker";
 
 std::string assignmentConfigMapName(const std::string& job);  // "<job>-assignment"
 

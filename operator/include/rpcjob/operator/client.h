@@ -20,12 +20,20 @@
 #include "rpcjob/operator/http.h"
 #include "rpcjob/operator/object.h"
 #include "rpcjob/operator/resource.h"
+#include "rpcjob/operator/token_bucket.h"
 
 namespace rpcjob::kube {
 
 struct ClientOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(30)};  // per call
   std::string fieldManager = "rpcjob-operator";                 // server-side apply
+  // Client-side rate limit on every request but watches (token_bucket.h); qps 0:
+  // none. rpcjob-operator sets 20/40 (--qps, --burst).
+  double qps = 0;
+  int burst = 0;
+  // A 429 (Too Many Requests) is retried after its Retry-After (at most 10 s,
+  // default 1 s) up to this many times, then surfaces as a retryable ApiError.
+  int maxRetriesOn429 = 3;
 };
 
 struct ListOptions {
@@ -136,10 +144,13 @@ class Client {
  private:
   HttpRequest request(const std::string& method, const std::string& target) const;
   Object call(HttpRequest req);
+  // Every request goes through here: the rate limit, then Retry-After on 429.
+  HttpResponse send(const HttpRequest& req);
 
   std::shared_ptr<HttpClient> http_;
   std::shared_ptr<TokenSource> tokens_;
   ClientOptions options_;
+  std::unique_ptr<TokenBucket> limiter_;
 };
 
 }  // namespace rpcjob::kube

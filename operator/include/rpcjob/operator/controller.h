@@ -56,6 +56,11 @@ struct ControllerOptions {
   kube::InformerOptions informer;  // ns is taken from above
   kube::WorkQueue::Options queue;
   std::chrono::milliseconds syncTimeout{std::chrono::seconds(60)};
+  // Every job is reconciled again this often, whatever happened (a backstop for
+  // a missed event: a waiting job wakes even if no watch told it to). 0: never.
+  std::chrono::milliseconds resyncPeriod{std::chrono::minutes(5)};
+  // /healthz fails when an informer has failed to list or watch for this long.
+  std::chrono::milliseconds unhealthyAfter{std::chrono::minutes(2)};
   // Called after every reconcile (for metrics), on the worker's thread.
   std::function<void(const std::string& key, std::chrono::duration<double> took, bool ok)>
       onReconciled;
@@ -82,11 +87,15 @@ class Controller {
   size_t queueDepth() const { return queue_.depth(); }
   // True once every informer has listed (readiness).
   bool synced() const;
+  // False when an informer has lost the server for longer than unhealthyAfter
+  // (liveness: its caches go stale).
+  bool healthy() const;
   const std::vector<std::unique_ptr<kube::Informer>>& informers() const { return informers_; }
 
  private:
   void work();
   void enqueueOwner(const kube::ObjectPtr& obj);
+  void enqueueWaiting();  // jobs that wait for capacity (status.phase Pending)
 
   std::shared_ptr<kube::Client> client_;
   Reconciler& reconciler_;

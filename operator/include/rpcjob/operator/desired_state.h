@@ -6,51 +6,37 @@
 // gives no action at all (idempotence: reconcile twice, act once).
 //
 // Status model (status.phase; conditions, each with reason and message):
-//   Planned     True Planned (the plan's summary) | False Unschedulable (what is
-//               missing and where), NoTransport, Invalid (the validation errors)
-//   Running     True AllWorkersRunning | False WorkersPending ("k of n pods running")
-//   Restarting  True WorkerFailed (which pod, exit code; "restart k of limit"),
-//               SchedulerRejected, PlacementChanged | False Relaunched
-//   Succeeded   True AllWorkersSucceeded
-//   Failed      True BackoffLimitExceeded, DeadlineExceeded, Invalid
-//   Suspended   True Suspended | False Resumed
-// phase: Pending (not placed), Planned (pods created, not all running), Running,
-// Restarting, Suspended, Succeeded, Failed. A condition's lastTransitionTime
-// changes only when its status does. Events: one per condition transition
-// (Warning for Failed, Restarting, Planned=False), so a repeated reconcile never
-// repeats an Event.
+//   Planned        True Planned (the plan's summary) | False Unschedulable (what is
+//                  missing and where, or the scheduler's rejection), NoTransport, Invalid
+//   Running        True AllWorkersRunning | False WorkersPending ("k of n pods running")
+//   Restarting     True WorkerFailed, NodeLost, PodDeleted ("restart k of limit"),
+//                  PlacementInvalid | False Relaunched
+//   Succeeded      True AllWorkersSucceeded
+//   Failed         True BackoffLimitExceeded, DeadlineExceeded, Invalid
+//   Suspended      True Suspended | False Resumed
+//   SpecApplied    False DeferredWhileRunning | True Applied (only after a deferral)
+//   ReplicaFailure True FailedCreate, FailedUpdate, NotOwned | False Created
+//                  (applyChildErrors: set from what acting met)
+// phase: Pending (not placed, or waiting after a rejection), Planned (pods created,
+// not all running), Running, Restarting, Suspended, Succeeded, Failed. A condition's
+// lastTransitionTime changes only when its status does. Events: one per condition
+// transition (Warning for Failed, Restarting, Planned=False), so a repeated
+// reconcile never repeats an Event.
 //
-// Run policy:
-//  - The job succeeds when every worker pod of the current generation Succeeded
-//    (RPC shutdown is collective: all workers exit together; a job whose rank 0
-//    finished while others still run is still Running).
-//  - A worker pod Failed (not a scheduler rejection): restart the whole job while
-//    status.restarts < backoffLimit: restarts + 1 (the new restart generation),
-//    delete every pod, recreate them with the same names once the old ones are
-//    gone, from a fresh plan (so the assignment follows a changed placement).
-//    Beyond backoffLimit: Failed BackoffLimitExceeded.
-//  - A pod the scheduler rejects (PodScheduled=False reason Unschedulable, or
-//    phase Failed with a kubelet admission reason: OutOf<resource>,
-//    NodeAffinity, UnexpectedAdmissionError, ...): delete the pods and re-plan
-//    from the current cluster 10 s later (an unchanged cluster would give the
-//    same plan, rejected again); not counted as a restart.
-//  - A planned node that differs from a running pod's node: relaunch likewise
-//    (PlacementChanged). Pods are never changed in place.
-//  - activeDeadlineSeconds counts from startTime (when the pods were first
-//    created, reset by suspend): then Failed DeadlineExceeded.
-//  - On Succeeded/Failed: cleanPodPolicy None keeps the pods, Running deletes
-//    those not finished, All deletes all. ttlSecondsAfterFinished after
-//    completionTime: delete the RpcJob (its children follow by garbage collection).
-//  - suspend: delete the pods (the Service and ConfigMap stay), Suspended;
-//    resume: plan and create again.
-//  - Invalid: condition and Event once; no pods; no requeue (a spec edit, which
-//    changes metadata.generation, is looked at again).
+// Run policy: the lifecycle rules, in the order they are applied, are in
+// operator/README.md ("Lifecycle rules"); in short: invalid, finished, suspended,
+// deadline, then failures before any planning (node lost, worker failed, pod
+// deleted: restarts counted against backoffLimit; scheduler rejection: backoff, not
+// counted), then a spec edit under live pods is deferred, then the plan (live pods
+// pinned where they run), then creates.
 // Restart generation: status.restarts, also the pods' rpcjob.dev/restart-generation
 // label. Pods of another generation are deleted; a pod being deleted blocks the
 // creation of its name.
 
 #include <chrono>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,13 +54,21 @@ struct ObservedJob {
   std::vector<kube::ObjectPtr> services;
   std::vector<kube::ObjectPtr> configMaps;
   planner::ClusterView cluster;  // nodes minus other pods' usage (cluster_view.h)
+  // Since when each node's Ready condition has its current status (cluster_view.h's
+  // nodeReadySince); a NotReady node missing here counts as NotReady for ever.
+  std::map<std::string, std::chrono::system_clock::time_point> nodeReadySince;
+  // Pods this operator created that the caches have not shown yet: present, Pending.
+  std::set<std::string> expectedPods;
   std::chrono::system_clock::time_point now;
+  // How long a node may be NotReady under a running pod before the pod is lost.
+  std::chrono::seconds nodeLostGrace{60};
 };
 
 struct ChildObject {
   const kube::Resource* resource = nullptr;
   std::string name;
-  std::string json;  // for create/update
+  std::string json;    // for create/update
+  bool force = false;  // remove with gracePeriodSeconds 0 (its node cannot confirm)
 };
 
 struct JobEvent {
@@ -96,6 +90,31 @@ struct DesiredState {
 };
 
 DesiredState computeDesiredState(const ObservedJob& observed);
+
+// What acting on a DesiredState met: a child the API refused (validation,
+// admission, quota, size: the API's message) or one that exists but belongs to
+// someone else. Sets ReplicaFailure (True FailedCreate/FailedUpdate/NotOwned, or
+// False Created once a pass meets none), clears the worker phase of pods that
+// were not created, adds a Warning Event when the condition changes, and
+// recomputes statusChanged against `observed`.
+struct ChildError {
+  std::string reason;  // FailedCreate | FailedUpdate | NotOwned
+  std::string kind;
+  std::string name;
+  std::string message;
+};
+void applyChildErrors(DesiredState& d, const api::RpcJobStatus& observed,
+                      const std::vector<ChildError>& errors, const std::string& now);
+
+// Scheduler-rejection backoff: base 5 s doubling per consecutive rejection up to
+// 5 min, times a jitter in [0.5, 1) fixed by the job's uid and the count (pure, so
+// every replica and every reconcile agrees).
+std::chrono::milliseconds rejectionBackoff(const std::string& uid, int rejections);
+
+// The part of a spec that shapes the pods (all but runPolicy), hashed (FNV-1a
+// 64, hex) from the spec JSON: pods carry it (annotation rpcjob.dev/spec-hash) so
+// an edit of a running job is seen.
+std::string podSpecHash(const std::string& jobJson);
 
 // RFC 3339, UTC, seconds ("2026-11-22T10:00:00Z"); parse gives nullopt on others.
 std::string formatTime(std::chrono::system_clock::time_point t);

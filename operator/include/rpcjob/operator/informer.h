@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,6 +66,10 @@ class Informer {
   void stop();   // cancels the watch and joins
 
   bool hasSynced() const;  // the first list has landed in the cache
+  // Whether it keeps in touch with the server: false once lists or watches
+  // have failed without a success in between for longer than `tolerance`
+  // (the cache is going stale: /healthz fails and the operator is restarted).
+  bool healthy(std::chrono::steady_clock::duration tolerance) const;
   bool waitForSync(std::chrono::milliseconds timeout) const;
 
   const Cache& cache() const { return cache_; }
@@ -95,6 +100,8 @@ class Informer {
   mutable std::mutex mu_;
   mutable std::condition_variable syncedCv_;
   bool synced_ = false;
+  // Since when every list or watch has failed; unset after a success.
+  std::optional<std::chrono::steady_clock::time_point> failingSince_;
   Stats stats_;
 };
 

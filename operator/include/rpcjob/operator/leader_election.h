@@ -8,8 +8,13 @@
 //    machines' clocks). Writes use the Lease's resourceVersion, so of two
 //    candidates only one wins (the other gets 409).
 //  - renew: every retryPeriod the leader writes renewTime. If it cannot renew
-//    for renewDeadline it gives leadership up (onStoppedLeading), before the
-//    others may take the lease (renewDeadline < leaseDuration).
+//    for renewDeadline (counted from the start of its last successful renew
+//    request) it gives leadership up (onStoppedLeading), before the others may
+//    take the lease: the last moment it can still act is renewDeadline +
+//    retryPeriod + one call's timeout after that start, which must be shorter
+//    than leaseDuration (rpcjob-operator gives the Lease its own client with a
+//    2 s timeout: 10 + 2 + 2 < 15 s, and exits at once when it loses the lease,
+//    so no reconcile in flight acts after).
 //  - on cancel, with releaseOnCancel, the leader clears holderIdentity so a
 //    successor need not wait out the lease.
 //

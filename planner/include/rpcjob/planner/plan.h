@@ -47,6 +47,7 @@
 //    SYS_PTRACE for cma inside a pod, IPC_LOCK (and rdma/hca where the node
 //    advertises it) for ibv and cuda_gdr. Nothing else.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,12 @@ struct PlanOptions {
   // Empty: headlessServiceEndpoints(job) on Kubernetes, localEndpoints(29500,
   // spec.metrics.port) locally.
   EndpointFn endpoints;
+  // Workers that already run somewhere (worker name -> node name): they stay
+  // there whatever the policy would pick now, and count against that node's free
+  // resources before the others are placed (a running job is adopted, never moved
+  // for a "better" plan). A pinned node that is not in the cluster makes the plan
+  // Unschedulable.
+  std::map<std::string, std::string> pinned = {};
 };
 
 Plan planJob(const api::RpcJob& job, const ClusterView& cluster, const PlanOptions& options = {});

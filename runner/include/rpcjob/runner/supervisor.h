@@ -48,6 +48,9 @@ struct SupervisorResult {
   std::string reason;
   std::string message;
   int interruptSignal = 0;  // SIGINT/SIGTERM that stopped the job; 0 otherwise
+  // Index in `workers` of the worker whose failure stopped the last attempt; -1
+  // when none did (success, deadline, interrupt).
+  int failedWorker = -1;
   std::vector<WorkerRun> workers;
   double seconds = 0;
 };

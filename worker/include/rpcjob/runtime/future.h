@@ -59,4 +59,26 @@ class Future {
   std::shared_ptr<detail::FutureState> state_;
 };
 
+// Waits for every future; their values in order, or throws the first error (in
+// order) once all are done (torch.futures.wait_all).
+std::vector<c10::IValue> waitAll(const std::vector<Future>& futures);
+// A future that completes (with None, never an error) once every one of
+// `futures` has; inspect them then (torch.futures.collect_all).
+Future collectAll(const std::vector<Future>& futures);
+
+// A future that user code completes (a promise): hand out future(), complete it
+// once with setValue or setError, from any thread. Its then() continuations
+// run on the completing thread (there is no pool behind it).
+class Promise {
+ public:
+  Promise();
+  Future future() const;
+  // false when it was completed already.
+  bool setValue(c10::IValue value) const;
+  bool setError(std::exception_ptr error) const;
+
+ private:
+  std::shared_ptr<detail::FutureState> state_;
+};
+
 }  // namespace rpcjob::runtime

@@ -41,7 +41,7 @@ struct WorkerInfo {
 struct CallInfo {
   const WorkerInfo& caller;
   const std::string& function;
-  class Runtime& runtime;  // for nested calls and rrefFromIValue
+  class Runtime& runtime;  // for nested calls and makeRRef
 };
 
 using Function = std::function<c10::IValue(const CallInfo&, std::vector<c10::IValue> args)>;
@@ -72,7 +72,12 @@ class Runtime {
 
   // Initialization
   void registerFunction(const std::string& name, Function fn, FunctionOptions options = {});
-  void registerAsyncFunction(const std::string& name, AsyncFunction fn);
+  // Runs on the runtime's pool like any function (it may block), unless
+  // options.runInline: then on the thread that read the request, and it must
+  // only start work and return its future.
+  void registerAsyncFunction(const std::string& name, AsyncFunction fn,
+                             FunctionOptions options = {});
+  // Classes: registerClass() in rpcjob/runtime/remote_object.h.
   // Listens, and with eagerPipes connects to every peer. Throws RpcError when a
   // peer does not answer within startTimeout.
   void start();
@@ -88,9 +93,13 @@ class Runtime {
                   CallOptions options = {});
   c10::IValue rpcSync(const std::string& to, const std::string& function,
                       std::vector<c10::IValue> args, CallOptions options = {});
+  // `function` may name a registered class: constructs an object (remote_object.h).
   RRef remote(const std::string& to, const std::string& function, std::vector<c10::IValue> args,
               CallOptions options = {});
-  // The RRef behind a value produced by RRef::toIValue() on another worker.
+  // An RRef to `value` owned by this worker (Python's RRef(x)).
+  RRef makeRRef(c10::IValue value);
+  // RRef::fromIValue(); also takes the wire form of a fork (kept for callers
+  // from before RRefs were converted automatically).
   RRef rrefFromIValue(const c10::IValue& value);
 
   // Channels TensorPipe selected with each peer we have a pipe to (reproduced

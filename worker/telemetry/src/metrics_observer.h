@@ -1,6 +1,6 @@
 #pragma once
 // The runtime's Observer (rpcjob/runtime/observer.h) forwarded to
-// rpcjob::metrics::RpcMetrics. Lives with rpcjob-worker, not in the runtime
+// rpcjob::metrics::RpcMetrics. Lives in rpcjob_telemetry, not in the runtime
 // library, so that prometheus stays out of the runtime's public headers.
 //
 // Hot path (per call and side): *Started finds the function's handles -- a
@@ -34,7 +34,7 @@ class FunctionHandles;
 class RpcMetrics;
 }  // namespace rpcjob::metrics
 
-namespace rpcjob::worker {
+namespace rpcjob::telemetry {
 
 // The `status` label of a call status: ok, error, unknown_function, timeout,
 // connection, other.
@@ -100,4 +100,4 @@ class MetricsObserver : public runtime::Observer {
   std::vector<std::unique_ptr<Function>> functions_;  // stable addresses
 };
 
-}  // namespace rpcjob::worker
+}  // namespace rpcjob::telemetry

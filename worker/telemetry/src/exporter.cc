@@ -1,9 +1,10 @@
-#include "metrics_setup.h"
+#include "rpcjob/telemetry/exporter.h"
 
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 
 #include <cstdio>
@@ -28,7 +29,7 @@
 #include "cuda_event_timer.h"
 #endif
 
-namespace rpcjob::worker {
+namespace rpcjob::telemetry {
 namespace {
 
 int parsePort(const std::string& value, const char* what) {
@@ -57,8 +58,13 @@ std::string envOr(const char* name, const std::string& fallback) {
 }
 
 // SIGTERM/SIGINT -> signalLoop(), through a pipe: the handler only write()s
-// (async-signal-safe), whichever thread the kernel picked for the signal.
+// (async-signal-safe), whichever thread the kernel picked for the signal. One
+// Exporter at a time handles them (gSignalsTaken); it puts the handlers that
+// were there back when it goes, so a later Exporter takes them over.
 int gSignalPipe[2] = {-1, -1};
+std::atomic<bool> gSignalsTaken{false};
+struct sigaction gPreviousTerm {};
+struct sigaction gPreviousInt {};
 
 void onSignal(int sig) {
   const int saved = errno;
@@ -75,12 +81,12 @@ std::string hostName() {
 
 }  // namespace
 
-MetricsSettings metricsSettings(const Assignment& assignment, const std::string& worker,
-                                int flagPort) {
-  MetricsSettings s;
+Settings settingsFromEnvironment(const Assignment& assignment, const std::string& worker,
+                                 int portOverride) {
+  Settings s;
   const WorkerEntry* self = entryOf(assignment, worker);
-  if (flagPort >= 0) {
-    s.port = flagPort;
+  if (portOverride >= 0) {
+    s.port = portOverride;
   } else if (const char* env = std::getenv(kEnvMetricsPort); env != nullptr && *env != '\0') {
     s.port = parsePort(env, kEnvMetricsPort);
   } else if (self != nullptr) {
@@ -96,9 +102,19 @@ MetricsSettings metricsSettings(const Assignment& assignment, const std::string&
   return s;
 }
 
-WorkerMetrics::WorkerMetrics(MetricsSettings settings, const Assignment& assignment,
-                             const std::string& worker)
+std::unique_ptr<Exporter> fromEnvironment(const Identity& identity, int portOverride) {
+  return std::make_unique<Exporter>(
+      settingsFromEnvironment(identity.assignment, identity.name, portOverride),
+      identity.assignment, identity.name);
+}
+
+std::unique_ptr<Exporter> fromEnvironment() {
+  return fromEnvironment(identityFromEnvironment());
+}
+
+Exporter::Exporter(Settings settings, const Assignment& assignment, const std::string& worker)
     : settings_(std::move(settings)) {
+  if (!settings_.enabled()) return;
   const WorkerEntry* self = entryOf(assignment, worker);
   std::string job = envOr(kEnvJobName, assignment.jobName.empty() ? "local" : assignment.jobName);
   metrics::MetricsOptions options;
@@ -118,7 +134,12 @@ WorkerMetrics::WorkerMetrics(MetricsSettings settings, const Assignment& assignm
       metrics_->channels().setDeviceMap(peer, std::move(pairs));
     }
   }
-  if (!settings_.file.empty() && gSignalPipe[0] < 0 && pipe2(gSignalPipe, O_CLOEXEC) == 0) {
+  if (!settings_.file.empty() && !gSignalsTaken.exchange(true)) {
+    if (gSignalPipe[0] < 0 && pipe2(gSignalPipe, O_CLOEXEC) != 0) {
+      gSignalsTaken = false;
+      std::cerr << "rpcjob: metrics file: no pipe for SIGTERM handling; written at exit only\n";
+      return;
+    }
     // A handler, not a blocked mask and sigwait(): threads started before main
     // (libtorch's) would not have the signal blocked and would die of it.
     signalThread_ = std::thread([this] { signalLoop(); });
@@ -126,22 +147,25 @@ WorkerMetrics::WorkerMetrics(MetricsSettings settings, const Assignment& assignm
     action.sa_handler = onSignal;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &action, nullptr);
-    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, &gPreviousTerm);
+    sigaction(SIGINT, &action, &gPreviousInt);
   }
 }
 
-WorkerMetrics::~WorkerMetrics() {
+Exporter::~Exporter() {
   if (server_) server_->stop();
   writeFile();
   if (signalThread_.joinable()) {
+    sigaction(SIGTERM, &gPreviousTerm, nullptr);
+    sigaction(SIGINT, &gPreviousInt, nullptr);
     const unsigned char wake = 0;  // not a signal number: return
     [[maybe_unused]] ssize_t n = write(gSignalPipe[1], &wake, 1);
     signalThread_.join();
+    gSignalsTaken = false;
   }
 }
 
-void WorkerMetrics::signalLoop() {
+void Exporter::signalLoop() {
   for (;;) {
     unsigned char sig = 0;
     ssize_t n = read(gSignalPipe[0], &sig, 1);
@@ -156,8 +180,8 @@ void WorkerMetrics::signalLoop() {
   }
 }
 
-void WorkerMetrics::install(runtime::RuntimeOptions& options,
-                            const std::vector<std::string>& functions) {
+void Exporter::attach(runtime::RuntimeOptions& options, const std::vector<std::string>& functions) {
+  if (!metrics_) return;
 #if RPCJOB_HAS_INSTRUMENT
   metrics::ChannelMetrics& channels = metrics_->channels();
 #if RPCJOB_WITH_CUDA
@@ -186,8 +210,8 @@ void WorkerMetrics::install(runtime::RuntimeOptions& options,
   options.observer = std::make_shared<MetricsObserver>(metrics_->rpc(), functions);
 }
 
-void WorkerMetrics::serve() {
-  if (settings_.port <= 0) return;
+void Exporter::serve() {
+  if (!metrics_ || settings_.port <= 0) return;
   metrics::HttpServerOptions options;
   options.port = static_cast<std::uint16_t>(settings_.port);
   metrics::Metrics* m = metrics_.get();
@@ -201,12 +225,12 @@ void WorkerMetrics::serve() {
   server_->start();
 }
 
-int WorkerMetrics::port() const {
+int Exporter::port() const {
   return server_ ? server_->port() : 0;
 }
 
-void WorkerMetrics::writeFile() noexcept {
-  if (settings_.file.empty()) return;
+void Exporter::writeFile() noexcept {
+  if (!metrics_ || settings_.file.empty()) return;
   std::lock_guard<std::mutex> lock(fileMu_);
   try {
     std::string text = metrics::HttpServer::serialize(metrics_->collect());
@@ -222,8 +246,8 @@ void WorkerMetrics::writeFile() noexcept {
       throw std::runtime_error("cannot rename " + tmp + " to " + settings_.file);
     }
   } catch (const std::exception& e) {
-    std::cerr << "rpcjob-worker: metrics file: " << e.what() << "\n";
+    std::cerr << "rpcjob: metrics file: " << e.what() << "\n";
   }
 }
 
-}  // namespace rpcjob::worker
+}  // namespace rpcjob::telemetry

@@ -5,7 +5,7 @@
 #include <rpcjob/metrics/recording.h>
 #include <rpcjob/metrics/rpc_metrics.h>
 
-namespace rpcjob::worker {
+namespace rpcjob::telemetry {
 namespace {
 
 double seconds(std::chrono::nanoseconds d) {
@@ -219,4 +219,4 @@ void MetricsObserver::channelSelected(const std::string& peer, const std::string
   rpc_.channelSelected(peer, deviceLabel(localDevice), deviceLabel(remoteDevice), channel);
 }
 
-}  // namespace rpcjob::worker
+}  // namespace rpcjob::telemetry

@@ -1,0 +1,49 @@
+#pragma once
+// One distributed autograd context on one worker: the messages it sent with
+// tensors that require grad (their SendRecords, by id), the workers it sent
+// anything to (they joined, and are released with it), and the gradients its
+// backward passes accumulated here, by leaf tensor.
+//
+// Thread safety: every method locks; the context's graph parts (the edges in
+// its SendRecords) are shared with the engine, which runs outside the lock.
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "autograd/functions.h"
+
+namespace rpcjob::runtime::autograd {
+
+class ContextState {
+ public:
+  explicit ContextState(int64_t id) : id_(id) {}
+  int64_t id() const { return id_; }
+
+  int64_t addSend(std::shared_ptr<SendRecord> record);
+  std::shared_ptr<SendRecord> send(int64_t sendId) const;  // null: unknown
+  void forgetSends();                                      // frees this worker's part of the graph
+
+  void addKnownWorker(int rank);
+  std::set<int> knownWorkers() const;
+
+  void accumulate(const at::Tensor& leaf, const at::Tensor& grad);
+  std::vector<std::pair<at::Tensor, at::Tensor>> gradients() const;
+  at::Tensor gradientOf(const at::Tensor& leaf) const;
+
+ private:
+  const int64_t id_;
+  mutable std::mutex mu_;
+  int64_t nextSendId_ = 1;
+  std::unordered_map<int64_t, std::shared_ptr<SendRecord>> sends_;
+  std::set<int> knownWorkers_;
+  // By the leaf's TensorImpl; the pair holds the leaf so the key stays valid.
+  std::unordered_map<const c10::TensorImpl*, std::pair<at::Tensor, at::Tensor>> grads_;
+};
+
+}  // namespace rpcjob::runtime::autograd
