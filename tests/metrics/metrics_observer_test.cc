@@ -95,7 +95,7 @@ TEST(MetricsObserver, PausedCallsRecordNothingAndInFlightStaysBalanced) {
 // not a performance figure.
 TEST(MetricsObserver, CountsRefusedHandshakesByReasonEvenWhilePaused) {
   metrics::Metrics m;
-  worker::MetricsObserver observer(m.rpc(), {"f"});
+  telemetry::MetricsObserver observer(m.rpc(), {"f"});
   observer.handshakeFailed("bad_proof");
   metrics::setRecording(false);
   observer.handshakeFailed("bad_proof");
