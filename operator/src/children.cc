@@ -110,9 +110,9 @@ EnvList identityEnv(const JobRef& job, const WorkerEntry& e, int world) {
 }
 
 bool isIdentityVariable(const std::string& name) {
-  static const std::set<std::string> kNames = {kEnvWorkerName,  kEnvRank,       kEnvWorldSize,
-                                               kEnvJobName,     kEnvNamespace,  kEnvAssignmentPath,
-                                               kEnvMetricsPort, kEnvPodWorkers, kEnvTerminationLog};
+  static const std::set<std::string> kNames = {
+      kEnvWorkerName,     kEnvRank,        kEnvWorldSize,  kEnvJobName,        kEnvNamespace,
+      kEnvAssignmentPath, kEnvMetricsPort, kEnvPodWorkers, kEnvTerminationLog, kEnvSecretFile};
   return kNames.count(name) > 0;
 }
 
