@@ -6,7 +6,10 @@
 // (Observer::handshakeFailed, read back through w1's "handshake_failures"), and
 // w1 keeps serving the driver. The secret never reaches w1's log.
 #include <ATen/core/ivalue.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/randn.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -25,9 +28,13 @@
 #include <vector>
 
 #include "auth/handshake.h"
+#include "autograd_functions.h"
 #include "cluster.h"
 #include "header_codec.h"
 #include "rpcjob/assignment/environment.h"
+#include "rpcjob/runtime/dist_autograd.h"
+#include "rpcjob/runtime/remote_object.h"
+#include "test_functions.h"
 
 namespace rpcjob::testing {
 namespace {
@@ -214,6 +221,47 @@ TEST_F(AuthTest, APeerWithTheSecretCanCall) {
   ASSERT_TRUE(proof) << "w1 did not prove that it holds the secret";
   write(pipe, *proof);
   EXPECT_TRUE(callIdentity(pipe));
+}
+
+// Distributed autograd and remote objects add messages of their own (backward
+// passes, RRef forks, fetches and deletes, method calls), in both directions:
+// they all flow on the admitted pipes, and none is mistaken for a handshake.
+TEST_F(AuthTest, AutogradAndRemoteObjectsFlowOnAuthenticatedPipes) {
+  runtime::Runtime& rt = cluster_->driver();
+  std::vector<int64_t> refusedBefore;
+  for (const char* reason : {"bad_proof", "unauthenticated", "malformed", "too_large"}) {
+    refusedBefore.push_back(failures(reason));
+  }
+  // y = w1's linear (here's linear (x)); the backward crosses to w1 and back.
+  rt.rpcSync("w1", "ag.make_linear", {std::string("rm"), int64_t{8}, int64_t{8}, int64_t{2}});
+  auto [lw, lb] = linearParams(8, 8, 1);
+  const at::Tensor x = at::randn({4, 8});
+  {
+    runtime::dist_autograd::Context ctx(rt);
+    at::Tensor y =
+        rt.rpcSync("w1", "ag.linear", {std::string("rm"), linearForward(lw, lb, x)}).toTensor();
+    runtime::dist_autograd::backward(rt, ctx.id(), {y.sum()});
+    auto [rw, rb] = linearParams(8, 8, 2);
+    auto [refW, refB] = linearParams(8, 8, 1);
+    const auto g =
+        torch::autograd::grad({linearForward(rw, rb, linearForward(refW, refB, x)).sum()}, {refW});
+    const at::Tensor got = runtime::dist_autograd::gradientOf(rt, ctx.id(), lw);
+    ASSERT_TRUE(got.defined());
+    EXPECT_TRUE(at::allclose(got, g[0], 1e-5, 1e-6));
+  }
+  // A remote object on w1 consuming an RRef that the driver owns (w1 fetches it).
+  {
+    runtime::RRef stage = rt.remote("w1", "Stage1", {int64_t{4}, int64_t{8}});
+    const at::Tensor batch = at::randn({2, 4});
+    runtime::RRef in = rt.makeRRef(batch);
+    runtime::RRef out = stage.remote("forward", {in.toIValue()});
+    EXPECT_EQ(out.owner(), "w1");
+    EXPECT_EQ(out.toHere().toTensor().sizes(), at::IntArrayRef({2, 8}));
+  }
+  int i = 0;
+  for (const char* reason : {"bad_proof", "unauthenticated", "malformed", "too_large"}) {
+    EXPECT_EQ(failures(reason), refusedBefore[i++]) << reason;
+  }
 }
 
 TEST_F(AuthTest, APeerWithoutTheSecretCannotCall) {
