@@ -345,6 +345,14 @@ TEST_F(E2e, SharedPodHasOneContainerWithAllItsGpusAndReportsTheFailedWorker) {
   EXPECT_EQ(jsonString(pod.json, "/spec/containers/0/env/0/name"), "RPCJOB_POD_WORKERS");
   const std::string spec = jsonString(pod.json, "/spec/containers/0/env/0/value").value_or("");
   EXPECT_NE(spec.find(R"("name":"shard")"), std::string::npos) << spec;
+  // Both workers of the shared pod get the job secret's path; the one container mounts it.
+  EXPECT_TRUE(mountsJobSecret(pod, "split"));
+  std::size_t secretEnvs = 0;
+  for (auto at = spec.find(R"("RPCJOB_SECRET_FILE")"); at != std::string::npos;
+       at = spec.find(R"("RPCJOB_SECRET_FILE")", at + 1)) {
+    ++secretEnvs;
+  }
+  EXPECT_EQ(secretEnvs, 2u) << spec;
   // The shard maps the master's cuda:0 to its own cuda:1 of the pod's two GPUs.
   const Assignment table =
       parseAssignment(jsonString(client_->get(r::kConfigMaps, ns_, "split-assignment").json,
