@@ -247,9 +247,9 @@ install(FILES ${PROJECT_BINARY_DIR}/generated/rpcjob/version.h
 install(EXPORT rpcjobTargets NAMESPACE rpcjob:: DESTINATION ${RPCJOB_CMAKE_DIR})
 
 # What the package config finds again for the user (find_dependency): Torch, and
-# TensorPipe, yaml-cpp, prometheus-cpp (rpcjob::telemetry's) and CUDA only where
-# static libraries need them at link time; the build's choices (static, CUDA,
-# telemetry) are recorded, not its paths.
+# TensorPipe, yaml-cpp, OpenSSL's libcrypto, prometheus-cpp (rpcjob::telemetry's) and
+# CUDA only where static libraries need them at link time; the build's choices (static,
+# CUDA, telemetry) are recorded, not its paths.
 set(RPCJOB_SDK_WITH_CUDA ${RPCJOB_WITH_CUDA})
 set(type "")
 if(TARGET rpcjob_metrics)

@@ -95,6 +95,12 @@ RpcMetrics::RpcMetrics(Metrics& metrics)
       handshakeDuration_(metrics.addHistogramFamily(
           names::kPipeHandshakeDuration, "Time to establish a pipe to a peer (handshake)",
           transferDurationBuckets())),
+      handshakeFailures_(prometheus::BuildCounter()
+                             .Name(names::kHandshakeFailures)
+                             .Help("Pipes closed because their authentication handshake failed, "
+                                   "by reason")
+                             .Labels(metrics.options().constantLabels)
+                             .Register(metrics.registry())),
       selected_(prometheus::BuildGauge()
                     .Name(names::kChannelSelected)
                     .Help("1 for the channel TensorPipe selected for a peer and device pair")
@@ -147,6 +153,10 @@ void RpcMetrics::pipeOpened(const std::string& peer, double handshakeSeconds) {
   const std::string label = metrics_.peerLabel(peer);
   handshakes_.Add({{labels::kPeer, label}}).Increment();
   handshakeDuration_.add({{labels::kPeer, label}}).observe(handshakeSeconds);
+}
+
+void RpcMetrics::handshakeFailed(const std::string& reason) {
+  handshakeFailures_.Add({{"reason", reason}}).Increment();
 }
 
 void RpcMetrics::channelSelected(const std::string& peer, const std::string& localDevice,

@@ -9,6 +9,7 @@
 #include "rpcjob/api/quantity.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/assignment/pod_launch.h"
+#include "rpcjob/operator/job_security.h"
 
 namespace rpcjob::op {
 namespace {
@@ -104,13 +105,14 @@ EnvList identityEnv(const JobRef& job, const WorkerEntry& e, int world) {
       {kEnvNamespace, job.ns},
       {kEnvAssignmentPath, kAssignmentPath},
       {kEnvMetricsPort, std::to_string(e.metricsPort)},
+      {kEnvSecretFile, kSecretPath},  // job_security.h
   };
 }
 
 bool isIdentityVariable(const std::string& name) {
-  static const std::set<std::string> kNames = {kEnvWorkerName,  kEnvRank,       kEnvWorldSize,
-                                               kEnvJobName,     kEnvNamespace,  kEnvAssignmentPath,
-                                               kEnvMetricsPort, kEnvPodWorkers, kEnvTerminationLog};
+  static const std::set<std::string> kNames = {
+      kEnvWorkerName,     kEnvRank,        kEnvWorldSize,  kEnvJobName,        kEnvNamespace,
+      kEnvAssignmentPath, kEnvMetricsPort, kEnvPodWorkers, kEnvTerminationLog, kEnvSecretFile};
   return kNames.count(name) > 0;
 }
 
@@ -367,6 +369,7 @@ std::string podJson(const JobRef& job, const api::RpcJobSpec& spec, const planne
   }
   for (size_t i = 0; i < containers.size(); ++i) {
     addMount(containers[i], kAssignmentVolume, kAssignmentDir, true);
+    addMount(containers[i], kSecretVolume, kSecretDir, true);
     if (pod.shmVolume) addMount(containers[i], kShmVolume, "/dev/shm", false);
   }
   podSpec["containers"] = containers;
@@ -376,6 +379,11 @@ std::string podJson(const JobRef& job, const api::RpcJobSpec& spec, const planne
   cmVolume["name"] = str(kAssignmentVolume);
   cmVolume["configMap"]["name"] = str(assignmentConfigMapName(job.name));
   push(volumes, cmVolume);
+  value secretVolume = value::object();  // the job's Secret (job_security.h)
+  secretVolume["name"] = str(kSecretVolume);
+  secretVolume["secret"]["secretName"] = str(jobSecretName(job.name));
+  secretVolume["secret"]["defaultMode"] = value::number(0440);
+  push(volumes, secretVolume);
   if (pod.shmVolume) {
     value shm = value::object();
     shm["name"] = str(kShmVolume);

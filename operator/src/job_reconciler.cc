@@ -139,6 +139,12 @@ ReconcileResult JobReconciler::reconcile(const std::string& key, const Caches& c
     }
   }
   std::vector<ChildError> errors;
+  // The pods mount the job's Secret and are fenced by its NetworkPolicy: both first.
+  if (std::any_of(d.create.begin(), d.create.end(),
+                  [](const ChildObject& c) { return c.resource == &r::kPods; })) {
+    ensureJobSecurity(*client_, {job->metadata.name, ns, job->metadata.uid},
+                      metricsPortsOf(d.plan.assignment), networkPolicy_);
+  }
   for (const auto& c : d.create) {
     try {
       // +rpcjob:rbac:groups="",resources=pods;services;configmaps,verbs=create

@@ -53,6 +53,7 @@ struct Flags {
   int resyncSeconds = 300;
   double qps = 20;
   int burst = 40;
+  op::NetworkPolicyOptions networkPolicy;  // job_security.h
 };
 
 void usage(std::FILE* out) {
@@ -62,7 +63,8 @@ void usage(std::FILE* out) {
                "                       [--id ID]\n"
                "                       [--workers N] [--metrics-address IP] [--metrics-port N]\n"
                "                       [--qps Q] [--burst N] [--node-lost-grace S]\n"
-               "                       [--resync-period S] [-v] [--version]\n"
+               "                       [--resync-period S] [--network-policy=true|false]\n"
+               "                       [--network-policy-metrics-from JSON] [-v] [--version]\n"
                "Without --kubeconfig: $KUBECONFIG, then the in-cluster service account,\n"
                "then ~/.kube/config. Without --namespace: all namespaces.\n");
 }
@@ -125,6 +127,21 @@ int main(int argc, char** argv) {
       flags.metricsAddress = value("--metrics-address");
     } else if (is("--metrics-port")) {
       flags.metricsPort = std::atoi(value("--metrics-port").c_str());
+    } else if (is("--network-policy")) {
+      const std::string v = a == "--network-policy" ? "true" : value("--network-policy");
+      if (v != "true" && v != "false") {
+        std::fprintf(stderr, "rpcjob-operator: --network-policy takes true or false\n");
+        return 2;
+      }
+      flags.networkPolicy.enabled = v == "true";
+    } else if (is("--network-policy-metrics-from")) {
+      flags.networkPolicy.metricsFrom = value("--network-policy-metrics-from");
+      try {
+        op::networkPolicyJson({"j", "n", "u"}, {1}, flags.networkPolicy);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rpcjob-operator: --network-policy-metrics-from: %s\n", e.what());
+        return 2;
+      }
     } else if (is("--qps")) {
       flags.qps = std::atof(value("--qps").c_str());
     } else if (is("--burst")) {
@@ -166,6 +183,7 @@ int main(int argc, char** argv) {
 
   op::JobReconciler reconciler(client,
                                std::make_shared<kube::EventRecorder>(client, "rpcjob-operator"));
+  reconciler.setNetworkPolicy(flags.networkPolicy);
   reconciler.setNodeLostGrace(std::chrono::seconds(flags.nodeLostGraceSeconds));
   op::OperatorMetrics metrics;
   op::ControllerOptions co;

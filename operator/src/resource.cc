@@ -19,6 +19,9 @@ namespace resources {
 const Resource kPods{"", "v1", "pods", "Pod", true};
 const Resource kServices{"", "v1", "services", "Service", true};
 const Resource kConfigMaps{"", "v1", "configmaps", "ConfigMap", true};
+const Resource kSecrets{"", "v1", "secrets", "Secret", true};
+const Resource kNetworkPolicies{"networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy",
+                                true};
 const Resource kNodes{"", "v1", "nodes", "Node", false};
 const Resource kEvents{"", "v1", "events", "Event", true};
 const Resource kNamespaces{"", "v1", "namespaces", "Namespace", false};

@@ -18,6 +18,7 @@
 #include "rpcjob/planner/cluster_yaml.h"
 #include "rpcjob/planner/plan.h"
 #include "rpcjob/planner/render.h"
+#include "rpcjob/runner/job_secret.h"
 #include "rpcjob/runner/launch.h"
 #include "rpcjob/runner/local_machine.h"
 #include "rpcjob/runner/summary.h"
@@ -318,6 +319,8 @@ int cmdRun(const std::vector<std::string>& rest) {
   context.manifestDir = fs::absolute(args.positional[0]).parent_path().string();
   context.assignmentPath = runDir + "/assignment.yaml";
   writeAssignmentFile(plan.assignment, context.assignmentPath);
+  context.secretPath = runDir + "/secret";
+  writeJobSecret(context.secretPath);
   for (const auto& w : plan.assignment.workers)
     std::remove((runDir + "/" + w.name + ".metrics").c_str());
   const Launches launches = buildLaunches(*job, plan, context);

@@ -116,6 +116,7 @@ Launches buildLaunches(const api::RpcJob& job, const planner::Plan& plan,
         {kEnvMetricsFile, w.metricsFile},
     };
     w.env.insert(w.env.end(), pod.begin(), pod.end());
+    if (!context.secretPath.empty()) w.env.push_back({kEnvSecretFile, context.secretPath});
 
     std::vector<std::string> command;
     std::vector<std::string> args;

@@ -269,6 +269,44 @@ class Checker:
         self.check_dashboards(on)
         self.check_rules(on)
         self.check_schema()
+        self.check_network_policy(default)
+
+    def check_network_policy(self, default):
+        """The operator's NetworkPolicy per RpcJob (operator/include/rpcjob/operator/job_security.h):
+        on by default with the monitoring namespace as the metrics scraper; the chart's values
+        reach the operator's flags; off, the operator gets no right on networkpolicies."""
+        def args(objs):
+            dep = next(o for o in objs if o["kind"] == "Deployment")
+            return dep["spec"]["template"]["spec"]["containers"][0].get("args", [])
+
+        def grants(objs):
+            return any("networkpolicies" in r.get("resources", []) for o in objs
+                       if o["kind"] in ("ClusterRole", "Role") for r in o.get("rules", []))
+
+        def metrics_from(objs):
+            flag = "--network-policy-metrics-from="
+            found = [a[len(flag):] for a in args(objs) if a.startswith(flag)]
+            return json.loads(found[0]) if len(found) == 1 else None
+
+        off = self.template(["networkPolicy.enabled=false"])
+        custom = self.template(["networkPolicy.metricsFrom.namespaceSelector.matchLabels.team=obs"])
+        monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+        if "--network-policy=true" not in args(default) or metrics_from(default) != monitoring:
+            self.fail(f"defaults: the operator's NetworkPolicy flags are not on with the monitoring "
+                      f"namespace: {args(default)}")
+        elif not grants(default):
+            self.fail("defaults: the NetworkPolicy is on but RBAC grants nothing on networkpolicies")
+        else:
+            self.ok("defaults: NetworkPolicy per job on, metrics from namespace monitoring, RBAC grants it")
+        if "--network-policy=false" not in args(off) or grants(off):
+            self.fail("networkPolicy.enabled=false: the flag is not false or RBAC still grants networkpolicies")
+        else:
+            self.ok("networkPolicy.enabled=false: flag off, no right on networkpolicies")
+        labels = ((metrics_from(custom) or {}).get("namespaceSelector") or {}).get("matchLabels") or {}
+        if labels.get("team") != "obs":
+            self.fail(f"networkPolicy.metricsFrom does not reach the operator: {args(custom)}")
+        else:
+            self.ok("networkPolicy.metricsFrom reaches --network-policy-metrics-from as JSON")
 
     def check_dashboards(self, objs):
         files = sorted(glob.glob(os.path.join(self.src, "metrics/dashboards/*.json")))

@@ -48,7 +48,7 @@ sed -i 's/"additionalProperties": false/"additionalProperties": true/' "$c/value
 sed -i 's/{{ \$.Files.Get \$path | quote }}/{{ $.Files.Get $path | trim | quote }}/' "$c/templates/dashboards-configmap.yaml"; expect_fail render "differs from metrics/dashboards" "the dashboard JSON is altered"
 sed -i 's/verbs: \[list, watch\]/verbs: [list, watch, delete]/' "$c/templates/rbac.yaml"; expect_fail rbac "the chart grants delete nodes" "the chart grants more than the code calls"
 echo '// +rpcjob:rbac:groups="",resources=secrets,verbs=get' >> "$tmp/r/operator/markers.cc"; expect_fail rbac "calls get secrets" "the code calls more than the chart grants"
-printf 'const Resource kSecrets{"", "v1", "secrets", "Secret", true};\nvoid f() { get(kSecrets); }\n' >> "$tmp/r/operator/resources.cc"; expect_fail rbac "uses secrets" "the code uses a resource without a marker"
+printf 'const Resource kClaims{"", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true};\nvoid f() { get(kClaims); }\n' >> "$tmp/r/operator/resources.cc"; expect_fail rbac "uses persistentvolumeclaims" "the code uses a resource without a marker"
 rm "$tmp/r/operator/markers.cc"; touch "$tmp/r/operator/empty.cc";             expect_fail rbac "no rbac markers found" "the operator has no markers"
 sed -i 's/^  name: {{ include "rpcjob-operator.fullname" \$ }}-dashboard-.*/  name: Bad_Name/' "$c/templates/dashboards-configmap.yaml"; expect_fail lint "Invalid value" "an object name is invalid"
 

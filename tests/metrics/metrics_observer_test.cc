@@ -91,6 +91,20 @@ TEST(MetricsObserver, PausedCallsRecordNothingAndInFlightStaysBalanced) {
   EXPECT_EQ(value(m, "rpcjob_rpc_in_flight", {{"side", "server"}}), 0);
 }
 
+// Refused handshakes are counted by reason, paused or not: a security signal,
+// not a performance figure.
+TEST(MetricsObserver, CountsRefusedHandshakesByReasonEvenWhilePaused) {
+  metrics::Metrics m;
+  telemetry::MetricsObserver observer(m.rpc(), {"f"});
+  observer.handshakeFailed("bad_proof");
+  metrics::setRecording(false);
+  observer.handshakeFailed("bad_proof");
+  observer.handshakeFailed("timeout");
+  metrics::setRecording(true);
+  EXPECT_EQ(value(m, "rpcjob_rpc_handshake_failures_total", {{"reason", "bad_proof"}}), 2);
+  EXPECT_EQ(value(m, "rpcjob_rpc_handshake_failures_total", {{"reason", "timeout"}}), 1);
+}
+
 // The observer pauses with its own recorder, not with the decorators'.
 TEST(MetricsObserver, PausesWithItsOwnRecorderOnly) {
   metrics::Metrics m;

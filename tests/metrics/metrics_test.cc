@@ -312,12 +312,17 @@ TEST(RpcMetrics, PipesSelectionAndInfo) {
   Metrics m;
   auto& rpc = m.rpc();
   rpc.pipeOpened("w1", 0.002);
+  rpc.handshakeFailed("bad_proof");
+  rpc.handshakeFailed("bad_proof");
+  rpc.handshakeFailed("timeout");
   rpc.channelSelected("w1", "cuda:0", "cuda:1", "cuda_basic");
   rpc.channelSelected("w1", "cuda:0", "cuda:1", "cuda_ipc");
   rpc.setWorkerInfo({"worker0", 3, "resnet", "node-a"});
   const std::string out = text(m);
   EXPECT_TRUE(has(out, "rpcjob_pipe_handshakes_total{peer=\"w1\"} 1"));
   EXPECT_TRUE(has(out, "rpcjob_pipe_handshake_duration_seconds_count{peer=\"w1\"} 1"));
+  EXPECT_TRUE(has(out, "rpcjob_rpc_handshake_failures_total{reason=\"bad_proof\"} 2")) << out;
+  EXPECT_TRUE(has(out, "rpcjob_rpc_handshake_failures_total{reason=\"timeout\"} 1")) << out;
   EXPECT_TRUE(has(out,
                   "rpcjob_channel_selected{channel=\"cuda_basic\",local_device=\"cuda:0\","
                   "peer=\"w1\",remote_device=\"cuda:1\"} 0"))

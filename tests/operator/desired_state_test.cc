@@ -244,8 +244,13 @@ TEST(DesiredState, FreshJobCreatesServiceConfigMapAndPodsThenSettles) {
       << "template's RPCJOB_RANK replaced";
   EXPECT_EQ(jsonString(pod, "/spec/containers/0/env/2/value"), "4");
   EXPECT_EQ(jsonString(pod, "/spec/containers/0/env/5/value"), "/etc/rpcjob/assignment.yaml");
-  EXPECT_EQ(jsonString(pod, "/spec/containers/0/env/7/name"), "X") << "template env kept";
-  EXPECT_FALSE(jsonString(pod, "/spec/containers/0/env/8"));
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/env/7/name"), "RPCJOB_SECRET_FILE");
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/env/7/value"), "/var/run/rpcjob/secret");
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/env/8/name"), "X") << "template env kept";
+  EXPECT_FALSE(jsonString(pod, "/spec/containers/0/env/9"));
+  EXPECT_EQ(jsonString(pod, "/spec/volumes/1/secret/secretName"), "job-rpc-secret");
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/volumeMounts/1/mountPath"), "/var/run/rpcjob");
+  EXPECT_EQ(jsonString(pod, "/spec/containers/0/volumeMounts/1/readOnly"), "true");
   EXPECT_EQ(jsonString(pod, "/spec/containers/0/ports/0/name"), "rpc");
   EXPECT_EQ(jsonString(pod, "/spec/containers/0/ports/1/name"), "metrics");
   EXPECT_EQ(jsonString(pod, "/spec/containers/0/ports/1/containerPort"), "9400");
@@ -508,7 +513,7 @@ TEST(DesiredState, WorkersPerPodAutoSharesPodsInOneLauncherContainer) {
   EXPECT_EQ(jsonString(pod, "/spec/containers/0/ports/6/name"), "rpc-3");
   EXPECT_EQ(jsonString(pod, "/spec/containers/0/ports/7/name"), "metrics-3");
   EXPECT_EQ(jsonString(pod, "/spec/shareProcessNamespace"), "true");
-  EXPECT_EQ(jsonString(pod, "/spec/volumes/1/emptyDir/medium"), "Memory");
+  EXPECT_EQ(jsonString(pod, "/spec/volumes/2/emptyDir/medium"), "Memory");
   w.setAllPods(kRunning);
   w.step();
   EXPECT_EQ(w.status().readyWorkers, 4) << "ready counts workers, not pods";

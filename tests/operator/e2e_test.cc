@@ -6,11 +6,31 @@
 #include "e2e_fixture.h"
 
 #include "rpcjob/assignment/pair_links.h"
+#include "rpcjob/operator/config.h"
 
 namespace rpcjob::kube::e2e {
 namespace {
 
 const auto* gEnv = ::testing::AddGlobalTestEnvironment(new ControlPlaneEnvironment);
+
+// Whether `pod` has the job's Secret as a volume and its (one) container mounts it.
+bool mountsJobSecret(const Object& pod, const std::string& job) {
+  std::string volume;
+  for (int v = 0; v < 4; ++v) {
+    const std::string at = "/spec/volumes/" + std::to_string(v);
+    if (jsonString(pod.json, at + "/secret/secretName") == job + "-rpc-secret") {
+      volume = jsonString(pod.json, at + "/name").value_or("");
+    }
+  }
+  if (volume.empty()) return false;
+  for (int m = 0; m < 4; ++m) {
+    const std::string at = "/spec/containers/0/volumeMounts/" + std::to_string(m);
+    if (jsonString(pod.json, at + "/name") == volume) {
+      return jsonString(pod.json, at + "/mountPath") == "/var/run/rpcjob";
+    }
+  }
+  return false;
+}
 
 TEST_F(E2e, JobGetsServiceConfigMapPodsAndStatusThenRunsAndSucceeds) {
   addNode("a", 4);
@@ -32,8 +52,26 @@ TEST_F(E2e, JobGetsServiceConfigMapPodsAndStatusThenRunsAndSucceeds) {
   EXPECT_EQ(a.byRank(0)->name, "master");
   EXPECT_EQ(deviceMapsOf(a, "master").size(), 5u) << "a device map to every GPU peer";
   EXPECT_EQ(a.byName("master")->address, "train-master-0.train." + ns_ + ".svc:29500");
+  // The job's Secret: random, owned by the job, never in the operator's log.
+  Object secret = client_->get(r::kSecrets, ns_, "train-rpc-secret");
+  ASSERT_NE(secret.metadata.controllerRef(), nullptr);
+  const std::string key = base64Decode(jsonString(secret.json, "/data/secret").value_or(""));
+  EXPECT_EQ(key.size(), 64u) << "256 random bits as hex";
+  EXPECT_EQ(key.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_EQ(op.log().find(key), std::string::npos) << "the operator logged the job's secret";
+  // Its NetworkPolicy: the job's pods admit the job's pods (and the metrics scraper).
+  Object policy = client_->get(r::kNetworkPolicies, ns_, "train-rpc");
+  ASSERT_NE(policy.metadata.controllerRef(), nullptr);
+  EXPECT_EQ(jsonString(policy.json, "/spec/podSelector/matchLabels/rpcjob.dev~1job-name"), "train");
+  EXPECT_EQ(jsonString(policy.json,
+                       "/spec/ingress/0/from/0/podSelector/matchLabels/rpcjob.dev~1job-name"),
+            "train");
   std::set<std::string> nodesUsed;
   for (const auto& p : pods("train")) {
+    EXPECT_TRUE(mountsJobSecret(p, "train")) << p.metadata.name;
+    EXPECT_NE(p.json.find(R"({"name":"RPCJOB_SECRET_FILE","value":"/var/run/rpcjob/secret"})"),
+              std::string::npos)
+        << p.metadata.name;
     const WorkerEntry* e = nullptr;
     for (const auto& w : a.workers) e = w.pod == p.metadata.name ? &w : e;
     ASSERT_NE(e, nullptr) << p.metadata.name;
@@ -270,13 +308,15 @@ TEST_F(E2e, DeletingTheJobRemovesItsChildren) {
   ASSERT_TRUE(eventuallyThroughApiErrors([&] { return pods("doomed").size() == 2; }, 30s))
       << op.log();
   client_->remove(r::kRpcJobs, ns_, "doomed", DeleteOptions{"Background", "", std::nullopt});
-  // Garbage collection (kube-controller-manager) follows the ownerReferences. It
-  // learns a new CRD at its 30 s discovery resync: this test runs last, so the
-  // control plane is old enough by then.
+  // Garbage collection (kube-controller-manager) follows the ownerReferences (the
+  // Secret and NetworkPolicy too). It learns a new CRD at its 30 s discovery resync: this test runs
+  // last, so the control plane is old enough by then.
   EXPECT_TRUE(eventuallyThroughApiErrors(
       [&] {
         return pods("doomed").empty() && !client_->tryGet(r::kServices, ns_, "doomed") &&
-               !client_->tryGet(r::kConfigMaps, ns_, "doomed-assignment");
+               !client_->tryGet(r::kConfigMaps, ns_, "doomed-assignment") &&
+               !client_->tryGet(r::kSecrets, ns_, "doomed-rpc-secret") &&
+               !client_->tryGet(r::kNetworkPolicies, ns_, "doomed-rpc");
       },
       60s))
       << op.log();
@@ -305,6 +345,14 @@ TEST_F(E2e, SharedPodHasOneContainerWithAllItsGpusAndReportsTheFailedWorker) {
   EXPECT_EQ(jsonString(pod.json, "/spec/containers/0/env/0/name"), "RPCJOB_POD_WORKERS");
   const std::string spec = jsonString(pod.json, "/spec/containers/0/env/0/value").value_or("");
   EXPECT_NE(spec.find(R"("name":"shard")"), std::string::npos) << spec;
+  // Both workers of the shared pod get the job secret's path; the one container mounts it.
+  EXPECT_TRUE(mountsJobSecret(pod, "split"));
+  std::size_t secretEnvs = 0;
+  for (auto at = spec.find(R"("RPCJOB_SECRET_FILE")"); at != std::string::npos;
+       at = spec.find(R"("RPCJOB_SECRET_FILE")", at + 1)) {
+    ++secretEnvs;
+  }
+  EXPECT_EQ(secretEnvs, 2u) << spec;
   // The shard maps the master's cuda:0 to its own cuda:1 of the pod's two GPUs.
   const Assignment table =
       parseAssignment(jsonString(client_->get(r::kConfigMaps, ns_, "split-assignment").json,

@@ -6,7 +6,7 @@
 //  - every worker's GPUs and every device map it uses (local and peer side) name
 //    devices its own container, and the peer's, sees;
 //  - every worker of the pod is started by that container (itself, or once in
-//    rpcjob-launch's spec);
+//    rpcjob-launch's spec), with the job secret's path, which that container mounts;
 //  - channels are reported truthfully: CUDA IPC/NVLink only inside one pod;
 //  - the GPUs the pods of a node ask for fit the node.
 // Over examples/*.yaml and a grid of synthetic jobs (workersPerPod 1 and Auto,
@@ -28,6 +28,7 @@
 #include "rpcjob/assignment/pair_links.h"
 #include "rpcjob/assignment/pod_launch.h"
 #include "rpcjob/operator/children.h"
+#include "rpcjob/operator/job_security.h"
 #include "rpcjob/operator/termination_report.h"
 #include "rpcjob/planner/cluster.h"
 #include "rpcjob/planner/plan.h"
@@ -65,6 +66,23 @@ std::string envOf(const YAML::Node& container, const std::string& name) {
   return "";
 }
 
+// Whether the pod has the job's Secret as a volume and `container` mounts it,
+// read-only, where RPCJOB_SECRET_FILE points.
+bool mountsJobSecret(const YAML::Node& pod, const YAML::Node& container, const std::string& job) {
+  bool volume = false;
+  for (const auto& v : pod["spec"]["volumes"]) {
+    volume |= v["name"].Scalar() == kSecretVolume && v["secret"] &&
+              v["secret"]["secretName"].Scalar() == jobSecretName(job);
+  }
+  for (const auto& m : container["volumeMounts"]) {
+    if (m["name"].Scalar() == kSecretVolume) {
+      return volume && m["mountPath"].Scalar() == kSecretDir && m["readOnly"] &&
+             m["readOnly"].as<bool>();
+    }
+  }
+  return false;
+}
+
 bool hasCudaIpc(const std::vector<std::string>& channels) {
   for (const auto& c : channels) {
     if (c == "cuda_ipc" || c == "cuda_nvlink") return true;
@@ -96,12 +114,22 @@ int checkPods(const api::RpcJob& job, const planner::Plan& plan,
     std::vector<std::string> started;
     if (pod.workers.size() == 1) {
       started.push_back(envOf(containers[0], kEnvWorkerName));
+      EXPECT_EQ(envOf(containers[0], kEnvSecretFile), kSecretPath);
     } else {
       EXPECT_EQ(containers[0]["command"][0].Scalar(), kLaunchProgram);
       for (const auto& w : parsePodLaunch(envOf(containers[0], kEnvPodWorkers)).workers) {
         started.push_back(w.name);
+        int secretFiles = 0;
+        for (const auto& [name, value] : w.env) {
+          if (name != kEnvSecretFile) continue;
+          ++secretFiles;
+          EXPECT_EQ(value, kSecretPath) << w.name;
+        }
+        EXPECT_EQ(secretFiles, 1) << w.name << ": the job secret's path, once";
       }
     }
+    EXPECT_TRUE(mountsJobSecret(json, containers[0], job.metadata.name))
+        << "the container that starts the workers mounts the job's Secret";
     EXPECT_EQ(started, pod.workers) << "each worker started once, by its pod's container";
     for (const auto& w : pod.workers) visible[w] = gpuLimit(containers[0]);
     asked[pod.node] += gpuLimit(containers[0]);
@@ -305,6 +333,54 @@ TEST(PodLayout, LauncherContainerSumsCpuAndMemory) {
   EXPECT_EQ(launch.workers[2].env.front(), std::make_pair(std::string("B"), std::string("b")));
   EXPECT_EQ(launch.workers[2].argv, (std::vector<std::string>{"rpcjob-worker", "serve"}))
       << "no command: the worker program, as rpcjob run does";
+}
+
+TEST(PodLayout, EveryWorkerOfASharedPodGetsTheJobSecretAndItsContainerMountsIt) {
+  const std::string text =
+      "apiVersion: rpcjob.dev/v1alpha1\nkind: RpcJob\nmetadata: {name: sec}\nspec:\n"
+      "  workers:\n"
+      "    - name: a\n"
+      "      template: {spec: {containers: [{name: w, image: i, env: [{name: RPCJOB_SECRET_FILE, "
+      "value: /elsewhere}]}]}}\n"
+      "    - name: b\n"
+      "      replicas: 2\n"
+      "      template: {spec: {containers: [{name: w, image: i}]}}\n"
+      "  placement: {workersPerPod: Auto}\n";
+  const api::ParseResult parsed = api::parseRpcJob(text);
+  ASSERT_TRUE(parsed.ok()) << api::formatErrors(parsed.errors);
+  const planner::Plan plan = planner::planJob(parsed.job, cluster(1, 0), {});
+  ASSERT_TRUE(plan.planned()) << plan.message;
+  ASSERT_EQ(plan.pods.size(), 1u);
+  const YAML::Node pod =
+      YAML::Load(podJson({"sec", "ns", "uid"}, parsed.job.spec, plan, plan.pods[0], "node-0", 0));
+  const YAML::Node c = pod["spec"]["containers"][0];
+  EXPECT_TRUE(mountsJobSecret(pod, c, "sec"));
+  EXPECT_EQ(envOf(c, kEnvSecretFile), "") << "per worker, in the launch spec";
+  const PodLaunch launch = parsePodLaunch(envOf(c, kEnvPodWorkers));
+  ASSERT_EQ(launch.workers.size(), 3u);
+  for (const auto& w : launch.workers) {
+    std::vector<std::string> paths;
+    for (const auto& [name, value] : w.env) {
+      if (name == kEnvSecretFile) paths.push_back(value);
+    }
+    EXPECT_EQ(paths, std::vector<std::string>{kSecretPath})
+        << w.name << ": the operator's path, not the template's";
+  }
+  // A pod of one worker: its container's env names the operator's path only.
+  std::string one = text;
+  one.replace(one.find("workersPerPod: Auto"), 19, "workersPerPod: 1");
+  const api::ParseResult alone = api::parseRpcJob(one);
+  ASSERT_TRUE(alone.ok()) << api::formatErrors(alone.errors);
+  const planner::Plan onePlan = planner::planJob(alone.job, cluster(1, 0), {});
+  ASSERT_TRUE(onePlan.planned()) << onePlan.message;
+  const YAML::Node first = YAML::Load(
+      podJson({"sec", "ns", "uid"}, alone.job.spec, onePlan, onePlan.pods[0], "node-0", 0));
+  std::vector<std::string> paths;
+  for (const auto& e : first["spec"]["containers"][0]["env"]) {
+    if (e["name"].Scalar() == kEnvSecretFile) paths.push_back(e["value"].Scalar());
+  }
+  EXPECT_EQ(paths, std::vector<std::string>{kSecretPath});
+  EXPECT_TRUE(mountsJobSecret(first, first["spec"]["containers"][0], "sec"));
 }
 
 std::string failedPod(const std::string& message) {

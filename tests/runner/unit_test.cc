@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +17,7 @@
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/planner/plan.h"
 #include "rpcjob/runner/gpu_topology_nvml.h"
+#include "rpcjob/runner/job_secret.h"
 #include "rpcjob/runner/launch.h"
 #include "rpcjob/runner/line_prefixer.h"
 #include "rpcjob/runner/local_machine.h"
@@ -208,7 +210,7 @@ TEST(Launch, CommandsAndEnvironmentAsPodsGetThem) {
       planner::planJob(parsed.job, planner::localCluster(0, 4000, int64_t{8} << 30), options);
   ASSERT_TRUE(plan.planned()) << plan.message;
   const Launches l =
-      buildLaunches(parsed.job, plan, {"/b/rpcjob-worker", "/run", "/run/a.yaml", ""});
+      buildLaunches(parsed.job, plan, {"/b/rpcjob-worker", "/run", "/run/a.yaml", "", "/run/s"});
   ASSERT_EQ(l.workers.size(), 3u);
   const WorkerLaunch& m = l.workers[0];
   EXPECT_EQ(m.name, "master");
@@ -236,6 +238,36 @@ TEST(Launch, CommandsAndEnvironmentAsPodsGetThem) {
   EXPECT_EQ(w1.address, "127.0.0.1:30002");
   EXPECT_THAT(w1.argv, ElementsAre("/b/rpcjob-worker", "serve"));
   EXPECT_EQ(env(w1, kEnvWorkerName), "worker1");
+  for (const auto& w : l.workers) EXPECT_EQ(env(w, kEnvSecretFile), "/run/s") << w.name;
+}
+
+TEST(JobSecret, FreshRandomBytesOnlyItsOwnerCanRead) {
+  const std::string dir = ::testing::TempDir() + "job_secret_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/secret";
+  auto read = [&] {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  writeJobSecret(path);
+  const std::string first = read();
+  EXPECT_EQ(first.size(), kJobSecretBytes);
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  writeJobSecret(path);  // the next run's
+  EXPECT_NE(read(), first);
+  // A link planted where the secret goes is replaced, not written through.
+  const std::string target = dir + "/elsewhere";
+  std::ofstream(target) << "untouched";
+  std::filesystem::remove(path);
+  std::filesystem::create_symlink(target, path);
+  writeJobSecret(path);
+  EXPECT_FALSE(std::filesystem::is_symlink(path));
+  std::ifstream in(target);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()),
+            "untouched");
+  std::filesystem::remove_all(dir);
 }
 
 // A user's own program: bare names stay for the PATH lookup (as in a container),
@@ -276,8 +308,8 @@ spec:
   const planner::Plan plan =
       planner::planJob(parsed.job, planner::localCluster(0, 4000, int64_t{8} << 30), options);
   ASSERT_TRUE(plan.planned()) << plan.message;
-  const Launches l =
-      buildLaunches(parsed.job, plan, {"/b/rpcjob-worker", "/run", "/run/a.yaml", "/jobs/mine"});
+  const Launches l = buildLaunches(parsed.job, plan,
+                                   {"/b/rpcjob-worker", "/run", "/run/a.yaml", "/jobs/mine", ""});
   ASSERT_EQ(l.workers.size(), 3u);
   EXPECT_THAT(l.workers[0].argv, ElementsAre("/jobs/mine/build/my-program", "--flag", "x/y"));
   EXPECT_THAT(l.workers[1].argv, ElementsAre("my-program"));

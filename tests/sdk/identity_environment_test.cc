@@ -3,9 +3,10 @@
 // container: the same variables with the same values, for every worker, with one
 // pod per worker and with workers sharing a pod (one container whose
 // rpcjob-launch starts them: what it starts is compared, command line
-// included). Two documented differences: the
+// included). Three documented differences: the
 // assignment file's path (the run directory locally, the mounted ConfigMap in a
-// pod) and RPCJOB_METRICS_FILE, which only `rpcjob run` sets (it reads the file
+// pod), the job secret's path likewise (the run directory, the mounted
+// Secret) and RPCJOB_METRICS_FILE, which only `rpcjob run` sets (it reads the file
 // back for its summary).
 
 #include <gmock/gmock.h>
@@ -19,6 +20,7 @@
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/assignment/pod_launch.h"
 #include "rpcjob/operator/children.h"
+#include "rpcjob/operator/job_security.h"
 #include "rpcjob/planner/cluster.h"
 #include "rpcjob/planner/endpoints.h"
 #include "rpcjob/planner/plan.h"
@@ -118,8 +120,8 @@ std::map<std::string, Started> podEnvironments(const api::RpcJob& job, const pla
 std::map<std::string, Started> localEnvironments(const api::RpcJob& job,
                                                  const planner::Plan& plan) {
   std::map<std::string, Started> out;
-  const runner::Launches launches =
-      runner::buildLaunches(job, plan, {"/b/rpcjob-worker", "/run", "/run/assignment.yaml", "/m"});
+  const runner::Launches launches = runner::buildLaunches(
+      job, plan, {"/b/rpcjob-worker", "/run", "/run/assignment.yaml", "/m", "/run/secret"});
   for (const auto& w : launches.workers) {
     Started s;
     for (const auto& [name, value] : w.env) s.env[name] = value;  // the last one wins
@@ -152,8 +154,12 @@ TEST_P(IdentityEnvironment, IsThePodsUnderRpcjobRun) {
     EXPECT_EQ(podEnv[kEnvAssignmentPath], op::kAssignmentPath);
     EXPECT_EQ(processEnv[kEnvAssignmentPath], "/run/assignment.yaml");
     EXPECT_EQ(processEnv[kEnvMetricsFile], "/run/" + worker + ".metrics");
+    EXPECT_EQ(podEnv[kEnvSecretFile], op::kSecretPath);
+    EXPECT_EQ(processEnv[kEnvSecretFile], "/run/secret");
     podEnv.erase(kEnvAssignmentPath);
     processEnv.erase(kEnvAssignmentPath);
+    podEnv.erase(kEnvSecretFile);
+    processEnv.erase(kEnvSecretFile);
     processEnv.erase(kEnvMetricsFile);
     EXPECT_EQ(processEnv, podEnv);
     // What every worker must have, with the plan's values (not the template's).

@@ -1,18 +1,69 @@
 // A worker process for the runtime tests: serves the test functions until every
 // worker (the test driver is rank 0) shuts down. Identity from the environment.
-#include <iostream>
+// "handshake_failures"(reason) answers how many pipes its authentication
+// refused for that reason (Observer::handshakeFailed), for tests/worker/auth_test.cc.
+#include <ATen/core/ivalue.h>
 
+#include <atomic>
+#include <iostream>
+#include <map>
+#include <mutex>
+
+#include "rpcjob/assignment/environment.h"
 #include "rpcjob/runtime/runtime.h"
 #include "test_functions.h"
 
+namespace {
+
+using namespace rpcjob::runtime;
+
+class HandshakeCounter : public Observer {
+ public:
+  CallToken callStarted(const std::string&, const std::string&, const EventTime&) override {
+    return {};
+  }
+  void callFinished(const std::string&, const std::string&, CallStatus, CallToken,
+                    const EventTime&) override {}
+  CallToken serverCallStarted(const std::string&, const std::string&, const EventTime&) override {
+    return {};
+  }
+  void serverCallFinished(const std::string&, const std::string&, CallStatus, CallToken,
+                          const EventTime&) override {}
+  void pipeOpened(const std::string&, std::chrono::nanoseconds) override {}
+  void channelSelected(const std::string&, const std::string&, const std::string&,
+                       const std::string&) override {}
+  void handshakeFailed(const char* reason) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    counts_[reason]++;
+  }
+  int64_t count(const std::string& reason) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return counts_[reason];
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, int64_t> counts_;
+};
+
+}  // namespace
+
 int main() {
-  using namespace rpcjob::runtime;
   try {
-    auto rt = Runtime::fromEnvironment();
-    rpcjob::testing::registerTestFunctions(*rt);
-    rt->start();
+    rpcjob::Identity identity = rpcjob::identityFromEnvironment();
+    RuntimeOptions options = optionsFromAssignment(identity.assignment, identity.name);
+    applyEnvironment(options);
+    auto counter = std::make_shared<HandshakeCounter>();
+    options.observer = counter;
+    Runtime rt(std::move(identity.assignment), identity.name, std::move(options));
+    rpcjob::testing::registerTestFunctions(rt);
+    rt.registerFunction("handshake_failures",
+                        [counter](const CallInfo&, std::vector<c10::IValue> args) {
+                          return c10::IValue(counter->count(args.at(0).toStringRef()));
+                        });
+    rt.start();
     rpcjob::testing::markStarted();
-    rt->shutdown(ShutdownMode::kGraceful, std::chrono::seconds(300));
+    rt.shutdown(ShutdownMode::kGraceful, std::chrono::seconds(300));
   } catch (const std::exception& e) {
     std::cerr << "test worker: " << e.what() << "\n";
     return 1;

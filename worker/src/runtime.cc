@@ -153,6 +153,7 @@ void RuntimeImpl::registerFunction(const std::string& name, Function fn, AsyncFu
 void RuntimeImpl::start() {
   if (started_.exchange(true)) throw std::logic_error("start() called twice");
   ignoreSigpipeUnlessHandled();
+  startGate();
 #if RPCJOB_WITH_CUDA
   {
     std::vector<std::string> names;
@@ -233,6 +234,16 @@ void RuntimeImpl::acceptLoop() {
 }
 
 void RuntimeImpl::onAccepted(std::shared_ptr<tensorpipe::Pipe> pipe) {
+  if (gate_) {  // nothing is read for the runtime until the peer proved itself
+    auto refused = handshakeRefused(pipe->getRemoteName(), nullptr);
+    gate_->admitServer(
+        pipe, [this, pipe] { serveAdmitted(pipe); }, std::move(refused));
+    return;
+  }
+  serveAdmitted(std::move(pipe));
+}
+
+void RuntimeImpl::serveAdmitted(std::shared_ptr<tensorpipe::Pipe> pipe) {
   auto server = std::make_shared<ServerPipe>();
   server->pipe = pipe;
   auto it = rankByName_.find(pipe->getRemoteName());
@@ -382,6 +393,22 @@ void RuntimeImpl::connectLocked(Peer& peer) {
 void RuntimeImpl::startClientPipe(int rank, uint64_t generation,
                                   std::shared_ptr<tensorpipe::Pipe> pipe,
                                   std::shared_ptr<WriteQueue> writes) {
+  if (gate_) {  // the queued hello and calls go once both sides proved themselves
+    auto refused = handshakeRefused(
+        workers_[rank].name,
+        [this, rank, generation](const std::string& why) { failPeer(rank, generation, why); });
+    gate_->admitClient(
+        pipe, workers_[rank].name,
+        [this, rank, generation, pipe, writes] { startAdmitted(rank, generation, pipe, writes); },
+        std::move(refused));
+    return;
+  }
+  startAdmitted(rank, generation, std::move(pipe), std::move(writes));
+}
+
+void RuntimeImpl::startAdmitted(int rank, uint64_t generation,
+                                std::shared_ptr<tensorpipe::Pipe> pipe,
+                                std::shared_ptr<WriteQueue> writes) {
   std::vector<std::shared_ptr<OutgoingMessage>> first;
   {
     std::lock_guard<std::mutex> lock(writes->mu);

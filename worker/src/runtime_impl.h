@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "auth/pipe_gate.h"
 #include "future_state.h"
 #include "header_codec.h"
 #include "rpcjob/runtime/runtime.h"
@@ -163,6 +164,7 @@ class RuntimeImpl {
   // runtime.cc
   void acceptLoop();
   void onAccepted(std::shared_ptr<tensorpipe::Pipe> pipe);
+  void serveAdmitted(std::shared_ptr<tensorpipe::Pipe> pipe);  // after the gate, if any
   // Reads messages one after another, calling onMessage for each, until an error.
   // onError gets why; and, when this worker refused a message whose header it
   // could read (too large, bad tensors), that header, so that the caller can be
@@ -184,6 +186,13 @@ class RuntimeImpl {
   void connectLocked(Peer& peer);  // the caller starts the pipe once unlocked
   void startClientPipe(int rank, uint64_t generation, std::shared_ptr<tensorpipe::Pipe> pipe,
                        std::shared_ptr<WriteQueue> writes);
+  void startAdmitted(int rank, uint64_t generation, std::shared_ptr<tensorpipe::Pipe> pipe,
+                     std::shared_ptr<WriteQueue> writes);
+  // runtime_auth.cc: the gate when a secret is set (else a warning), and what a
+  // refused handshake with `peer` does: count and log it, then `then(why)`.
+  void startGate();  // first in start(): a bad secret fails before anything listens
+  auth::PipeGate::Refused handshakeRefused(const std::string& peer,
+                                           std::function<void(const std::string&)> then);
   // Writes `message` now, or queues it behind the writes in flight. `onError`
   // (may be null) sees write failures. Never called with a lock held: TensorPipe
   // may run the callbacks inline.
@@ -286,6 +295,8 @@ class RuntimeImpl {
   std::unique_ptr<RRefContext> rrefs_;
   std::unique_ptr<autograd::Container> autograd_;
   std::unique_ptr<class ShutdownCoordinator> shutdown_;
+  // Last: its watchdog may still fail a pipe (failPeer) until it is gone.
+  std::unique_ptr<auth::PipeGate> gate_;  // null: no secret, pipes are not authenticated
 };
 
 }  // namespace rpcjob::runtime

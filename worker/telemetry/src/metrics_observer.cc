@@ -205,6 +205,11 @@ void MetricsObserver::serverCallFinished(const std::string& function, const std:
   end(function, &Function::server, status, token, now);
 }
 
+// Not paused with the recorder: a security signal, not a performance figure.
+void MetricsObserver::handshakeFailed(const char* reason) {
+  rpc_.handshakeFailed(reason);
+}
+
 void MetricsObserver::pipeOpened(const std::string& peer, std::chrono::nanoseconds handshake) {
   rpc_.pipeOpened(peer, seconds(handshake));
 }

@@ -61,6 +61,7 @@ class MetricsObserver : public runtime::Observer {
                           runtime::CallStatus status, CallToken token,
                           const runtime::EventTime& now) override;
   void pipeOpened(const std::string& peer, std::chrono::nanoseconds handshake) override;
+  void handshakeFailed(const char* reason) override;
   void channelSelected(const std::string& peer, const std::string& localDevice,
                        const std::string& remoteDevice, const std::string& channel) override;
 

@@ -28,6 +28,13 @@ inline constexpr const char* kEnvMetricsPort = "RPCJOB_METRICS_PORT";
 // series do not grow with the number of workers; "1" or unset keeps it. The RpcJob
 // spec's metrics.perPeerLabels maps to it.
 inline constexpr const char* kEnvMetricsPeerLabels = "RPCJOB_METRICS_PEER_LABELS";
+// A file holding the job's secret (the runner writes one per run, mode 0600; the
+// operator mounts the job's Secret): the workers' pipes authenticate with it.
+// Unset: they do not (the worker warns). Set but unreadable: the worker refuses
+// to start.
+inline constexpr const char* kEnvSecretFile = "RPCJOB_SECRET_FILE";
+// How long a pipe may take to authenticate before it is closed (milliseconds).
+inline constexpr const char* kEnvHandshakeTimeoutMs = "RPCJOB_HANDSHAKE_TIMEOUT_MS";
 
 // Builds an assignment from an RPCJOB_PEERS list. Throws AssignmentError.
 Assignment assignmentFromPeerList(const std::string& list);

@@ -27,6 +27,7 @@ inline constexpr char kRpcDuration[] = "rpcjob_rpc_duration_seconds";
 inline constexpr char kRpcInFlight[] = "rpcjob_rpc_in_flight";
 inline constexpr char kPipeHandshakes[] = "rpcjob_pipe_handshakes_total";
 inline constexpr char kPipeHandshakeDuration[] = "rpcjob_pipe_handshake_duration_seconds";
+inline constexpr char kHandshakeFailures[] = "rpcjob_rpc_handshake_failures_total";
 inline constexpr char kChannelSelected[] = "rpcjob_channel_selected";
 inline constexpr char kWorkerInfo[] = "rpcjob_worker_info";
 

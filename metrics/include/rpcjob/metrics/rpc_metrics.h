@@ -116,6 +116,9 @@ class RpcMetrics {
   void serverCallFinished(const std::string& function, const std::string& peer,
                           const std::string& status, double seconds);
   void pipeOpened(const std::string& peer, double handshakeSeconds);
+  // A pipe closed because it failed authentication, by reason (never by peer:
+  // an unauthenticated peer names itself).
+  void handshakeFailed(const std::string& reason);
   // Sets rpcjob_channel_selected{peer, local_device, remote_device, channel} to
   // 1, and a channel previously selected for the same pair to 0.
   void channelSelected(const std::string& peer, const std::string& localDevice,
@@ -132,6 +135,7 @@ class RpcMetrics {
   InFlightGauge* inFlight_[2];
   prometheus::Family<prometheus::Counter>& handshakes_;
   AtomicHistogramFamily& handshakeDuration_;
+  prometheus::Family<prometheus::Counter>& handshakeFailures_;
   prometheus::Family<prometheus::Gauge>& selected_;
   prometheus::Family<prometheus::Gauge>& info_;
 

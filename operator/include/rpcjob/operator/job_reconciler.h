@@ -37,6 +37,7 @@
 #include "rpcjob/operator/client.h"
 #include "rpcjob/operator/controller.h"
 #include "rpcjob/operator/events.h"
+#include "rpcjob/operator/job_security.h"
 
 namespace rpcjob::op {
 
@@ -48,6 +49,8 @@ class JobReconciler final : public Reconciler {
       Clock clock = [] { return std::chrono::system_clock::now(); });
 
   ReconcileResult reconcile(const std::string& jobKey, const Caches& caches) override;
+  // The NetworkPolicy created with each job (job_security.h); before the first reconcile.
+  void setNetworkPolicy(NetworkPolicyOptions options) { networkPolicy_ = std::move(options); }
 
   // How long a node may be NotReady under a running pod before the pod is lost.
   void setNodeLostGrace(std::chrono::seconds grace) { nodeLostGrace_ = grace; }
@@ -75,6 +78,7 @@ class JobReconciler final : public Reconciler {
   // both count the same free GPUs (neither sees the other's new pods).
   std::mutex planMu_;
   std::chrono::seconds nodeLostGrace_{60};
+  NetworkPolicyOptions networkPolicy_;
 };
 
 }  // namespace rpcjob::op

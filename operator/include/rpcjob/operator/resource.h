@@ -24,6 +24,8 @@ namespace resources {
 extern const Resource kPods;
 extern const Resource kServices;
 extern const Resource kConfigMaps;
+extern const Resource kSecrets;
+extern const Resource kNetworkPolicies;  // networking.k8s.io/v1
 extern const Resource kNodes;
 extern const Resource kEvents;  // core v1
 extern const Resource kNamespaces;

@@ -34,6 +34,7 @@ struct LaunchContext {
   std::string runDir;          // where the assignment, metrics and logs go
   std::string assignmentPath;  // the assignment file (in runDir)
   std::string manifestDir;     // relative command paths start here; empty: the working directory
+  std::string secretPath;      // the run's secret file (RPCJOB_SECRET_FILE); empty: none
 };
 
 struct WorkerLaunch {

@@ -83,6 +83,10 @@ class Observer {
   // runtime recomputes it from the handshake ("cpu:0", "cuda:1", ...).
   virtual void channelSelected(const std::string& peer, const std::string& localDevice,
                                const std::string& remoteDevice, const std::string& channel) = 0;
+  // A pipe was closed because its authentication handshake failed: `reason` is
+  // one of bad_proof, unauthenticated, malformed, too_large, timeout, closed
+  // (the peer's name is left out: anyone can claim any).
+  virtual void handshakeFailed(const char* reason) { (void)reason; }
 };
 
 }  // namespace rpcjob::runtime

@@ -55,11 +55,23 @@ struct RuntimeOptions {
   // message could not be received anyway. rpcjob-worker and
   // Runtime::fromEnvironment() read RPCJOB_MAX_MESSAGE_BYTES.
   std::uint64_t maxMessageBytes = 0;
+
+  // The job's secret (at least 16 bytes). Set: a pipe carries calls only once
+  // both of its sides proved that they hold it (worker/src/auth/), and a peer
+  // that does not is closed and counted (Observer::handshakeFailed). Empty:
+  // pipes are not authenticated and start() warns. Never logged or exported.
+  // Runtime::fromEnvironment() reads it from the file RPCJOB_SECRET_FILE names.
+  std::string secret;
+  // How long an accepted or dialled pipe may take to authenticate before it is
+  // closed (RPCJOB_HANDSHAKE_TIMEOUT_MS).
+  std::chrono::milliseconds handshakeTimeout{30000};
 };
 
 // RuntimeOptions settings from the environment, applied to `options`:
-// RPCJOB_MAX_MESSAGE_BYTES (a positive number of bytes). Throws
-// std::invalid_argument for a value that is not one.
+// RPCJOB_MAX_MESSAGE_BYTES (a positive number of bytes), RPCJOB_SECRET_FILE (a
+// file holding the job secret), RPCJOB_HANDSHAKE_TIMEOUT_MS (milliseconds).
+// Throws std::invalid_argument for a value that is not one, or a secret file
+// that cannot be read or is too short (never echoing its content).
 void applyEnvironment(RuntimeOptions& options);
 
 // Transports, channels and device maps of `worker` from the assignment; the rest
