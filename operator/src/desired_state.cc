@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "json_util.h"
 #include "rpcjob/api/names.h"
@@ -152,7 +153,8 @@ class Computation {
     for (const auto& p : pods_) removePod(p);
   }
   void cleanUpPods();  // cleanPodPolicy on completion
-  void applyPodSecurityLevel();
+  // false: the job allows only links the namespace forbids (Planned=False set).
+  bool applyPodSecurityLevel();
   void invalid(const std::string& message);
   void fail(const std::string& reason, const std::string& message);
   void finishTerminal();  // ttl
@@ -463,17 +465,32 @@ void Computation::fillWorkers() {
 // The transports and channels the namespace's level forbids leave the job's
 // lists (the assignment's: the workers never try them), and the PodSecurity
 // condition says which, what each needs and the level.
-void Computation::applyPodSecurityLevel() {
+bool Computation::applyPodSecurityLevel() {
   const std::vector<LeftOut> out = leftOutBy(o_.podSecurity);
+  const std::string level =
+      "namespace " + ref_.ns + " enforces Pod Security level \"" + toString(o_.podSecurity) + "\"";
   std::string message;
-  for (const auto& [list, known] : {std::pair{&job_.spec.transports, &api::knownTransports()},
-                                    std::pair{&job_.spec.channels, &api::knownChannels()}}) {
+  for (const auto& [field, list, known] :
+       {std::tuple{"spec.transports", &job_.spec.transports, &api::knownTransports()},
+        std::tuple{"spec.channels", &job_.spec.channels, &api::knownChannels()}}) {
     const std::vector<std::string>& before = list->empty() ? *known : *list;
+    std::string removed;
     for (const auto& l : out) {
       if (std::find(before.begin(), before.end(), l.name) == before.end()) continue;
-      message += (message.empty() ? "" : ", ") + l.name + " (needs " + l.capability + ")";
+      removed += (removed.empty() ? "" : ", ") + l.name + " (needs " + l.capability + ")";
     }
+    const bool named = !list->empty();
     *list = withoutLeftOut(*list, *known, out);
+    if (named && list->empty()) {
+      // Empty means "all viable": never plan a job with what it did not allow.
+      setCondition("Planned", false, "NoTransport",
+                   std::string(field) + " allows only " + removed + ", which " + level +
+                       " forbids: allow another, or run the job in a namespace that allows " +
+                       "what it needs");
+      d_.status.phase = "Pending";
+      return false;
+    }
+    if (!removed.empty()) message += (message.empty() ? "" : ", ") + removed;
   }
   // What is left out today (ibv, cuda_gdr) is RDMA: worth a Warning only where a
   // node has RDMA for the job to miss.
@@ -481,12 +498,11 @@ void Computation::applyPodSecurityLevel() {
                                 [](const planner::Node& n) { return n.hasRdma(); });
   if (!message.empty() && rdma) {
     setCondition("PodSecurity", true, "LinksLeftOut",
-                 "namespace " + ref_.ns + " enforces Pod Security level \"" +
-                     toString(o_.podSecurity) + "\": left out " + message +
-                     "; the workers use the other allowed links");
+                 level + ": left out " + message + "; the workers use the other allowed links");
   } else if (isTrue(prev_.conditions, "PodSecurity")) {
     setCondition("PodSecurity", false, "NothingLeftOut", "");
   }
+  return true;
 }
 
 DesiredState Computation::finish() {
@@ -635,7 +651,7 @@ DesiredState Computation::run() {
     return finish();
   }
 
-  applyPodSecurityLevel();
+  if (!applyPodSecurityLevel()) return finish();
 
   // Plan: the live pods stay where they are (pinned); only missing pods are placed.
   planner::PlanOptions po;

@@ -135,6 +135,13 @@ class World {
       setPodStatus(name, status);
     }
   }
+  void labelNodesRdma() {
+    for (auto& n : nodes_) {
+      std::string json = n->json;
+      json.replace(json.find("\"labels\":{") + 10, 0, R"("rpcjob.dev/rdma":"true",)");
+      n = obj(json);
+    }
+  }
   void markDeleting(const std::string& name) {
     std::string json = pods_.at(name)->json;
     json.replace(json.find("\"metadata\":{") + 12, 0,
@@ -292,11 +299,7 @@ TEST(DesiredState, RestrictedNamespaceLeavesOutRdmaLinksAndSaysSo) {
        {PodSecurityLevel::Privileged, PodSecurityLevel::Baseline, PodSecurityLevel::Restricted}) {
     SCOPED_TRACE(toString(level));
     World w(spec("{}", 3, 1, R"({"workersPerPod":"Auto"})"));
-    for (auto& n : w.nodes_) {
-      std::string json = n->json;
-      json.replace(json.find("\"labels\":{") + 10, 0, R"("rpcjob.dev/rdma":"true",)");
-      n = obj(json);
-    }
+    w.labelNodesRdma();
     w.podSecurity = level;
     DesiredState d = w.step();
     ASSERT_TRUE(d.plan.planned()) << d.plan.message;
@@ -336,6 +339,28 @@ TEST(DesiredState, RestrictedNamespaceLeavesOutRdmaLinksAndSaysSo) {
     EXPECT_EQ(w.conditionString("PodSecurity"), "False/NothingLeftOut");
     EXPECT_EQ(w.events, (std::vector<std::string>{"LinksLeftOut", "Planned"}));
   }
+}
+
+// A job that allows only links the level forbids is not planned with all of them
+// (an empty list means "all viable"): it waits, saying why.
+TEST(DesiredState, JobAllowingOnlyForbiddenLinksIsNotPlanned) {
+  std::string only = spec();
+  only.replace(only.rfind('}'), 1, R"(,"transports":["ibv"]})");
+  World w(only);
+  w.labelNodesRdma();
+  w.podSecurity = PodSecurityLevel::Restricted;
+  DesiredState d = w.step();
+  EXPECT_TRUE(d.create.empty());
+  EXPECT_TRUE(w.pods_.empty());
+  EXPECT_EQ(w.status().phase, "Pending");
+  EXPECT_EQ(w.conditionString("Planned"), "False/NoTransport");
+  const std::string message = w.condition("Planned")->message;
+  EXPECT_THAT(message, ::testing::HasSubstr("spec.transports"));
+  EXPECT_THAT(message, ::testing::HasSubstr("ibv (needs IPC_LOCK)"));
+  EXPECT_THAT(message, ::testing::HasSubstr("restricted"));
+  w.podSecurity = PodSecurityLevel::Privileged;
+  w.step();
+  EXPECT_EQ(w.conditionString("Planned"), "True/Planned") << w.condition("Planned")->message;
 }
 
 TEST(DesiredState, FailedWorkerRestartsTheJobThenFailsAfterBackoffLimit) {

@@ -209,7 +209,7 @@ TEST(PodSecurityLeftOut, FiltersAJobsListsKeepingTheirOrder) {
   EXPECT_EQ(withoutLeftOut({"uv", "shm"}, transports, out),
             (std::vector<std::string>{"uv", "shm"}));
   EXPECT_EQ(withoutLeftOut({"ibv"}, transports, out), std::vector<std::string>{})
-      << "nothing left: the planner then says NoTransport";
+      << "nothing left: the operator does not plan the job (desired_state_test)";
   EXPECT_EQ(withoutLeftOut({}, transports, {}), std::vector<std::string>{}) << "all viable";
 }
 

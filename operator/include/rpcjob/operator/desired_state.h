@@ -17,7 +17,9 @@
 //   SpecApplied    False DeferredWhileRunning | True Applied (only after a deferral)
 //   PodSecurity    True LinksLeftOut (the namespace's Pod Security level forbids what
 //                  a transport or channel needs: which, what it needs, the level;
-//                  a Warning) | False NothingLeftOut (only after a True)
+//                  a Warning) | False NothingLeftOut (only after a True). A job whose
+//                  spec.transports or spec.channels names only forbidden links gets
+//                  Planned False NoTransport instead, and no pods.
 //   ReplicaFailure True FailedCreate, FailedUpdate, NotOwned | False Created
 //                  (applyChildErrors: set from what acting met)
 // phase: Pending (not placed, or waiting after a rejection), Planned (pods created,
