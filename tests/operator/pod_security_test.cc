@@ -213,5 +213,36 @@ TEST(PodSecurityLeftOut, FiltersAJobsListsKeepingTheirOrder) {
   EXPECT_EQ(withoutLeftOut({}, transports, {}), std::vector<std::string>{}) << "all viable";
 }
 
+// The checker the other tests rely on catches each rule it claims.
+TEST(RestrictedCheck, CatchesEachRule) {
+  const std::string good =
+      R"({"spec":{"securityContext":{"runAsNonRoot":true,"seccompProfile":{"type":"RuntimeDefault"}},
+          "volumes":[{"name":"v","emptyDir":{}}],
+          "containers":[{"name":"c","securityContext":{"allowPrivilegeEscalation":false,
+                         "capabilities":{"drop":["ALL"],"add":["NET_BIND_SERVICE"]}}}]}})";
+  EXPECT_EQ(testing::restrictedViolations(YAML::Load(good)), std::vector<std::string>{});
+  const std::vector<std::pair<std::string, std::string>> breaks = {
+      {R"("volumes":[{"name":"v","emptyDir":{}}])",
+       R"("volumes":[{"name":"v","hostPath":{"path":"/"}}])"},
+      {R"("volumes":)", R"("hostNetwork":true,"volumes":)"},
+      {R"("volumes":)", R"("hostPID":true,"volumes":)"},
+      {R"("allowPrivilegeEscalation":false)", R"("allowPrivilegeEscalation":true)"},
+      {R"("allowPrivilegeEscalation":false,)",
+       R"("privileged":true,"allowPrivilegeEscalation":false,)"},
+      {R"("allowPrivilegeEscalation":false,)", ""},
+      {R"("drop":["ALL"])", R"("drop":["NET_RAW"])"},
+      {R"("add":["NET_BIND_SERVICE"])", R"("add":["SYS_PTRACE"])"},
+      {R"("runAsNonRoot":true)", R"("runAsNonRoot":false)"},
+      {R"("runAsNonRoot":true,)", R"("runAsUser":0,"runAsNonRoot":true,)"},
+      {R"("type":"RuntimeDefault")", R"("type":"Unconfined")"},
+      {R"("capabilities":)", R"("seccompProfile":{"type":"Unconfined"},"capabilities":)"},
+  };
+  for (const auto& [from, to] : breaks) {
+    std::string bad = good;
+    bad.replace(bad.find(from), from.size(), to);
+    EXPECT_FALSE(testing::restrictedViolations(YAML::Load(bad)).empty()) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace rpcjob::op
