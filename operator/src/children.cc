@@ -10,6 +10,7 @@
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/assignment/pod_launch.h"
 #include "rpcjob/operator/job_security.h"
+#include "rpcjob/operator/pod_security.h"
 
 namespace rpcjob::op {
 namespace {
@@ -177,7 +178,7 @@ void addPorts(value& c, const WorkerEntry& e, int k) {
   }
 }
 
-// The pod's GPUs, RDMA devices and capabilities, all on the one container that
+// The pod's GPUs and RDMA devices, all on the one container that
 // runs its workers: the device plugin shows a container only the GPUs it asked
 // for, numbered from 0, and the plan numbers a pod's GPUs the same way.
 void addPodDevices(value& c, const planner::PodPlan& pod) {
@@ -189,14 +190,6 @@ void addPodDevices(value& c, const planner::PodPlan& pod) {
   if (pod.requests.rdma > 0) {
     objectField(resources, "limits")[planner::kRdmaResource] =
         str(std::to_string(pod.requests.rdma));
-  }
-  if (!pod.capabilities.empty()) {
-    value& add = arrayField(objectField(objectField(c, "securityContext"), "capabilities"), "add");
-    for (const auto& cap : pod.capabilities) {
-      bool has = false;
-      for (const auto& a : add.as_array()) has = has || (a.is_string() && a.as_string() == cap);
-      if (!has) push(add, str(cap));
-    }
   }
 }
 
@@ -289,6 +282,23 @@ void makeLauncherContainer(value& c, const JobRef& job, const api::RpcJobSpec& s
   addPodDevices(c, pod);
 }
 
+// The pod's and its worker container's securityContext (pod_security.h): the
+// template's fields, restricted defaults where it is silent, the plan's
+// capabilities that `level` allows.
+void applyPodSecurity(value& podSpec, value& worker, const planner::PodPlan& pod,
+                      PodSecurityLevel level) {
+  PodSecurityInput in;
+  if (podSpec.has_field("securityContext"))
+    in.podSecurityContext = podSpec.at("securityContext").serialize();
+  if (worker.has_field("securityContext"))
+    in.containerSecurityContext = worker.at("securityContext").serialize();
+  in.capabilities = pod.capabilities;
+  in.level = level;
+  const PodSecurityResult r = podSecurity(in);
+  podSpec["securityContext"] = parseOr(r.podSecurityContext, value::object());
+  worker["securityContext"] = parseOr(r.containerSecurityContext, value::object());
+}
+
 value hostnameRequirement(const std::string& hostname) {
   value req = value::object();
   req["key"] = str(kHostnameLabel);
@@ -347,7 +357,8 @@ std::string configMapJson(const JobRef& job, const Assignment& assignment) {
 }
 
 std::string podJson(const JobRef& job, const api::RpcJobSpec& spec, const planner::Plan& plan,
-                    const planner::PodPlan& pod, const std::string& hostname, int generation) {
+                    const planner::PodPlan& pod, const std::string& hostname, int generation,
+                    PodSecurityLevel level) {
   std::vector<const WorkerEntry*> entries;
   for (const auto& w : pod.workers) {
     if (const WorkerEntry* e = plan.assignment.byName(w)) entries.push_back(e);
@@ -372,6 +383,8 @@ std::string podJson(const JobRef& job, const api::RpcJobSpec& spec, const planne
     addMount(containers[i], kSecretVolume, kSecretDir, true);
     if (pod.shmVolume) addMount(containers[i], kShmVolume, "/dev/shm", false);
   }
+  if (containers.size() > 0 && !entries.empty())
+    applyPodSecurity(podSpec, containers[0], pod, level);
   podSpec["containers"] = containers;
 
   value& volumes = arrayField(podSpec, "volumes");

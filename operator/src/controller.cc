@@ -4,6 +4,7 @@
 
 #include "json_util.h"
 #include "rpcjob/operator/log.h"
+#include "rpcjob/operator/pod_security.h"
 
 namespace rpcjob::op {
 
@@ -48,11 +49,14 @@ Controller::Controller(std::shared_ptr<kube::Client> client, Reconciler& reconci
   // +rpcjob:rbac:groups=rpcjob.dev,resources=rpcjobs,verbs=list;watch
   // +rpcjob:rbac:groups="",resources=pods;services;configmaps,verbs=list;watch
   // +rpcjob:rbac:groups="",resources=nodes,verbs=list;watch
+  // The jobs' namespaces, for their Pod Security level (pod_security.h).
+  // +rpcjob:rbac:groups="",resources=namespaces,verbs=list;watch
   informers_.push_back(std::make_unique<kube::Informer>(client_, r::kRpcJobs, io));
   informers_.push_back(std::make_unique<kube::Informer>(client_, r::kPods, io));
   informers_.push_back(std::make_unique<kube::Informer>(client_, r::kServices, io));
   informers_.push_back(std::make_unique<kube::Informer>(client_, r::kConfigMaps, io));
   informers_.push_back(std::make_unique<kube::Informer>(client_, r::kNodes, nodes));
+  informers_.push_back(std::make_unique<kube::Informer>(client_, r::kNamespaces, nodes));
 
   auto enqueueSelf = [this](const ObjectPtr& o) { queue_.add(o->metadata.key()); };
   informers_[0]->addHandler(
@@ -91,6 +95,22 @@ Controller::Controller(std::shared_ptr<kube::Client> client, Reconciler& reconci
                                }
                              },
                              allJobs});
+  // A namespace's Pod Security level changes which links its jobs may use.
+  auto jobsIn = [this](const ObjectPtr& n) {
+    for (const auto& job : informers_[0]->cache().list(n->metadata.name)) {
+      queue_.add(job->metadata.key());
+    }
+  };
+  auto level = [](const ObjectPtr& n) {
+    return n->metadata.labels.count(kPodSecurityEnforceLabel)
+               ? n->metadata.labels.at(kPodSecurityEnforceLabel)
+               : std::string();
+  };
+  informers_[5]->addHandler({jobsIn,
+                             [jobsIn, level](const ObjectPtr& o, const ObjectPtr& n) {
+                               if (level(o) != level(n)) jobsIn(n);
+                             },
+                             nullptr});
 }
 
 Controller::~Controller() {
@@ -130,7 +150,7 @@ bool Controller::synced() const {
 
 Caches Controller::caches() const {
   return Caches{informers_[0]->cache(), informers_[1]->cache(), informers_[2]->cache(),
-                informers_[3]->cache(), informers_[4]->cache()};
+                informers_[3]->cache(), informers_[4]->cache(), informers_[5]->cache()};
 }
 
 void Controller::work() {

@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "json_util.h"
 #include "rpcjob/api/names.h"
 #include "rpcjob/api/parse.h"
 #include "rpcjob/api/serialize.h"
 #include "rpcjob/api/validate.h"
+#include "rpcjob/api/vocabulary.h"
 #include "rpcjob/assignment/pair_links.h"
 #include "rpcjob/operator/children.h"
 #include "rpcjob/operator/termination_report.h"
@@ -151,6 +153,8 @@ class Computation {
     for (const auto& p : pods_) removePod(p);
   }
   void cleanUpPods();  // cleanPodPolicy on completion
+  // false: the job allows only links the namespace forbids (Planned=False set).
+  bool applyPodSecurityLevel();
   void invalid(const std::string& message);
   void fail(const std::string& reason, const std::string& message);
   void finishTerminal();  // ttl
@@ -458,6 +462,49 @@ void Computation::fillWorkers() {
   }
 }
 
+// The transports and channels the namespace's level forbids leave the job's
+// lists (the assignment's: the workers never try them), and the PodSecurity
+// condition says which, what each needs and the level.
+bool Computation::applyPodSecurityLevel() {
+  const std::vector<LeftOut> out = leftOutBy(o_.podSecurity);
+  const std::string level =
+      "namespace " + ref_.ns + " enforces Pod Security level \"" + toString(o_.podSecurity) + "\"";
+  std::string message;
+  for (const auto& [field, list, known] :
+       {std::tuple{"spec.transports", &job_.spec.transports, &api::knownTransports()},
+        std::tuple{"spec.channels", &job_.spec.channels, &api::knownChannels()}}) {
+    const std::vector<std::string>& before = list->empty() ? *known : *list;
+    std::string removed;
+    for (const auto& l : out) {
+      if (std::find(before.begin(), before.end(), l.name) == before.end()) continue;
+      removed += (removed.empty() ? "" : ", ") + l.name + " (needs " + l.capability + ")";
+    }
+    const bool named = !list->empty();
+    *list = withoutLeftOut(*list, *known, out);
+    if (named && list->empty()) {
+      // Empty means "all viable": never plan a job with what it did not allow.
+      setCondition("Planned", false, "NoTransport",
+                   std::string(field) + " allows only " + removed + ", which " + level +
+                       " forbids: allow another, or run the job in a namespace that allows " +
+                       "what it needs");
+      d_.status.phase = "Pending";
+      return false;
+    }
+    if (!removed.empty()) message += (message.empty() ? "" : ", ") + removed;
+  }
+  // What is left out today (ibv, cuda_gdr) is RDMA: worth a Warning only where a
+  // node has RDMA for the job to miss.
+  const bool rdma = std::any_of(o_.cluster.nodes.begin(), o_.cluster.nodes.end(),
+                                [](const planner::Node& n) { return n.hasRdma(); });
+  if (!message.empty() && rdma) {
+    setCondition("PodSecurity", true, "LinksLeftOut",
+                 level + ": left out " + message + "; the workers use the other allowed links");
+  } else if (isTrue(prev_.conditions, "PodSecurity")) {
+    setCondition("PodSecurity", false, "NothingLeftOut", "");
+  }
+  return true;
+}
+
 DesiredState Computation::finish() {
   // Events: one per condition transition.
   for (const auto& c : d_.status.conditions) {
@@ -469,7 +516,7 @@ DesiredState Computation::finish() {
                  (c.type == "Restarting" && before);
     if (!worth || c.reason.empty()) continue;
     bool warning = (c.type == "Failed" && isTrueNow) || (c.type == "Restarting" && isTrueNow) ||
-                   (c.type == "Planned" && !isTrueNow);
+                   (c.type == "Planned" && !isTrueNow) || (c.type == "PodSecurity" && isTrueNow);
     // One Event per reason (Invalid turns two conditions at once).
     bool seen = std::any_of(d_.events.begin(), d_.events.end(),
                             [&](const JobEvent& e) { return e.reason == c.reason; });
@@ -604,6 +651,8 @@ DesiredState Computation::run() {
     return finish();
   }
 
+  if (!applyPodSecurityLevel()) return finish();
+
   // Plan: the live pods stay where they are (pinned); only missing pods are placed.
   planner::PlanOptions po;
   po.target = planner::Target::Kubernetes;
@@ -693,7 +742,8 @@ DesiredState Computation::run() {
       auto h = node.labels.find(kHostnameLabel);
       if (h != node.labels.end()) hostname = h->second;
     }
-    auto pod = kube::detail::parseJson(podJson(ref_, job_.spec, d_.plan, pp, hostname, gen));
+    auto pod = kube::detail::parseJson(
+        podJson(ref_, job_.spec, d_.plan, pp, hostname, gen, o_.podSecurity));
     if (!pod) continue;
     (*pod)["metadata"]["annotations"][kAnnotationSpecHash] = value::string(specHash_);
     d_.create.push_back({&r::kPods, pp.name, pod->serialize()});

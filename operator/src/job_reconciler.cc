@@ -115,6 +115,11 @@ ReconcileResult JobReconciler::reconcile(const std::string& key, const Caches& c
   }
   observed.now = clock_();
   observed.nodeLostGrace = nodeLostGrace_;
+  // A namespace not (yet) in the cache counts as unlabelled: privileged.
+  if (kube::ObjectPtr n = caches.namespaces.get(job->metadata.namespace_)) {
+    auto label = n->metadata.labels.find(kPodSecurityEnforceLabel);
+    if (label != n->metadata.labels.end()) observed.podSecurity = podSecurityLevel(label->second);
+  }
 
   // Compute.
   DesiredState d = computeDesiredState(observed);

@@ -105,6 +105,7 @@ class World {
     o.cluster = clusterViewFrom(nodes_, {}, "UID");
     o.nodeReadySince = readySince;
     o.now = now;
+    o.podSecurity = podSecurity;
     return o;
   }
 
@@ -132,6 +133,13 @@ class World {
   void setAllPods(const std::string& status) {
     for (const auto& [name, p] : std::map<std::string, kube::ObjectPtr>(pods_)) {
       setPodStatus(name, status);
+    }
+  }
+  void labelNodesRdma() {
+    for (auto& n : nodes_) {
+      std::string json = n->json;
+      json.replace(json.find("\"labels\":{") + 10, 0, R"("rpcjob.dev/rdma":"true",)");
+      n = obj(json);
     }
   }
   void markDeleting(const std::string& name) {
@@ -168,6 +176,7 @@ class World {
   std::string spec_;
   std::string status_;
   int64_t generation = 1;
+  PodSecurityLevel podSecurity = PodSecurityLevel::Privileged;
   std::chrono::system_clock::time_point now = std::chrono::system_clock::from_time_t(1800000000);
 };
 
@@ -286,6 +295,77 @@ TEST(DesiredState, FreshJobCreatesServiceConfigMapAndPodsThenSettles) {
   EXPECT_EQ(w.conditionString("Succeeded"), "True/AllWorkersSucceeded");
   EXPECT_TRUE(done.remove.empty()) << "cleanPodPolicy Running keeps finished pods";
   EXPECT_FALSE(w.step().statusChanged);
+}
+
+// A namespace enforcing restricted: the pods are restricted, the RDMA links
+// (IPC_LOCK) leave the assignment, and PodSecurity says so once, as a Warning.
+TEST(DesiredState, RestrictedNamespaceLeavesOutRdmaLinksAndSaysSo) {
+  for (PodSecurityLevel level :
+       {PodSecurityLevel::Privileged, PodSecurityLevel::Baseline, PodSecurityLevel::Restricted}) {
+    SCOPED_TRACE(toString(level));
+    World w(spec("{}", 3, 1, R"({"workersPerPod":"Auto"})"));
+    w.labelNodesRdma();
+    w.podSecurity = level;
+    DesiredState d = w.step();
+    ASSERT_TRUE(d.plan.planned()) << d.plan.message;
+    const Assignment a =
+        parseAssignment(*jsonString(w.others_.at("job-assignment")->json, "/data/assignment.yaml"));
+    ASSERT_FALSE(w.pods_.empty());
+    const std::string pod = w.pods_.begin()->second->json;
+    EXPECT_EQ(jsonString(pod, "/spec/securityContext/runAsNonRoot"), "true");
+    EXPECT_EQ(jsonString(pod, "/spec/containers/0/securityContext/capabilities/drop/0"), "ALL");
+    if (level == PodSecurityLevel::Privileged) {
+      EXPECT_TRUE(a.transports.empty() && a.channels.empty()) << "all viable";
+      EXPECT_EQ(w.conditionString("PodSecurity"), "absent");
+      EXPECT_EQ(w.events, std::vector<std::string>{"Planned"});
+      continue;
+    }
+    EXPECT_EQ(a.transports, (std::vector<std::string>{"shm", "uv"}));
+    EXPECT_EQ(std::count(a.channels.begin(), a.channels.end(), "cuda_gdr"), 0);
+    EXPECT_EQ(std::count(a.channels.begin(), a.channels.end(), "rpcjob_cma"), 1)
+        << "cma needs no capability with one uid in one container";
+    EXPECT_FALSE(jsonString(pod, "/spec/containers/0/securityContext/capabilities/add/0"))
+        << "neither SYS_PTRACE nor IPC_LOCK";
+    EXPECT_EQ(w.conditionString("PodSecurity"), "True/LinksLeftOut");
+    const std::string message = w.condition("PodSecurity")->message;
+    EXPECT_THAT(message, ::testing::HasSubstr("ibv (needs IPC_LOCK)"));
+    EXPECT_THAT(message, ::testing::HasSubstr("cuda_gdr (needs IPC_LOCK)"));
+    EXPECT_THAT(message, ::testing::HasSubstr(toString(level)));
+    ASSERT_EQ(d.events.size(), 2u);
+    const auto warning = std::find_if(d.events.begin(), d.events.end(),
+                                      [](const JobEvent& e) { return e.reason == "LinksLeftOut"; });
+    ASSERT_NE(warning, d.events.end());
+    EXPECT_EQ(warning->type, "Warning");
+    w.step();
+    EXPECT_EQ(w.events, (std::vector<std::string>{"LinksLeftOut", "Planned"})) << "once";
+    // The namespace relaxed: the condition turns False, without another Warning.
+    w.podSecurity = PodSecurityLevel::Privileged;
+    w.step();
+    EXPECT_EQ(w.conditionString("PodSecurity"), "False/NothingLeftOut");
+    EXPECT_EQ(w.events, (std::vector<std::string>{"LinksLeftOut", "Planned"}));
+  }
+}
+
+// A job that allows only links the level forbids is not planned with all of them
+// (an empty list means "all viable"): it waits, saying why.
+TEST(DesiredState, JobAllowingOnlyForbiddenLinksIsNotPlanned) {
+  std::string only = spec();
+  only.replace(only.rfind('}'), 1, R"(,"transports":["ibv"]})");
+  World w(only);
+  w.labelNodesRdma();
+  w.podSecurity = PodSecurityLevel::Restricted;
+  DesiredState d = w.step();
+  EXPECT_TRUE(d.create.empty());
+  EXPECT_TRUE(w.pods_.empty());
+  EXPECT_EQ(w.status().phase, "Pending");
+  EXPECT_EQ(w.conditionString("Planned"), "False/NoTransport");
+  const std::string message = w.condition("Planned")->message;
+  EXPECT_THAT(message, ::testing::HasSubstr("spec.transports"));
+  EXPECT_THAT(message, ::testing::HasSubstr("ibv (needs IPC_LOCK)"));
+  EXPECT_THAT(message, ::testing::HasSubstr("restricted"));
+  w.podSecurity = PodSecurityLevel::Privileged;
+  w.step();
+  EXPECT_EQ(w.conditionString("Planned"), "True/Planned") << w.condition("Planned")->message;
 }
 
 TEST(DesiredState, FailedWorkerRestartsTheJobThenFailsAfterBackoffLimit) {

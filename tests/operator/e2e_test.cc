@@ -4,6 +4,7 @@
 // registered through the API, and the tests play the kubelet by patching pod
 // status. Waits poll with deadlines, never fixed sleeps.
 #include "e2e_fixture.h"
+#include "restricted_check.h"
 
 #include "rpcjob/assignment/pair_links.h"
 #include "rpcjob/operator/config.h"
@@ -382,6 +383,56 @@ TEST_F(E2e, SharedPodHasOneContainerWithAllItsGpusAndReportsTheFailedWorker) {
       message.find("worker shard exited with code 3 (pod workers: shard 3, master signal 15)"),
       std::string::npos)
       << message;
+}
+
+// A namespace that enforces restricted (v1.20 has no PodSecurity admission, so
+// the API server admits anything: the test checks the pods themselves): every
+// pod passes the restricted checks, the RDMA links are left out of the
+// assignment, and the job says so (condition and Warning Event). Relabelled
+// privileged, the operator sees the change through its namespace watch.
+TEST_F(E2e, RestrictedNamespaceGetsRestrictedPodsAndSaysWhatItLeftOut) {
+  client_->mergePatch(
+      r::kNamespaces, "", ns_,
+      R"({"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted"}}})");
+  addNode("a", 4);
+  addNode("b", 4);
+  for (const auto& n : nodes_) {
+    client_->mergePatch(r::kNodes, "", n, R"({"metadata":{"labels":{"rpcjob.dev/rdma":"true"}}})");
+  }
+  OperatorProcess op(ns_, "op-1");
+  client_->create(r::kRpcJobs, ns_, jobJson("train", 5, 1));
+  ASSERT_TRUE(eventuallyThroughApiErrors(
+      [&] { return pods("train").size() == 6 && phase("train") == "Planned"; }, 30s))
+      << op.log();
+  for (const auto& p : pods("train")) {
+    SCOPED_TRACE(p.metadata.name);
+    EXPECT_EQ(op::testing::restrictedViolations(YAML::Load(p.json)), std::vector<std::string>{});
+    EXPECT_EQ(jsonString(p.json, "/spec/securityContext/fsGroup"), "65532");
+  }
+  EXPECT_EQ(condition("train", "PodSecurity"), "True/LinksLeftOut");
+  EXPECT_TRUE(eventReasons().count("LinksLeftOut"));
+  std::string warning;
+  for (const auto& e : client_->list(r::kEvents, ns_).items) {
+    if (jsonString(e.json, "/reason") == "LinksLeftOut") {
+      warning = jsonString(e.json, "/type").value_or("") + ": " +
+                jsonString(e.json, "/message").value_or("");
+    }
+  }
+  EXPECT_NE(warning.find("Warning: "), std::string::npos) << warning;
+  EXPECT_NE(warning.find("ibv (needs IPC_LOCK)"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("restricted"), std::string::npos) << warning;
+  const Assignment a =
+      parseAssignment(jsonString(client_->get(r::kConfigMaps, ns_, "train-assignment").json,
+                                 "/data/assignment.yaml")
+                          .value_or(""));
+  EXPECT_EQ(a.transports, (std::vector<std::string>{"shm", "uv"}));
+
+  client_->mergePatch(
+      r::kNamespaces, "", ns_,
+      R"({"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}})");
+  EXPECT_TRUE(eventuallyThroughApiErrors(
+      [&] { return condition("train", "PodSecurity") == "False/NothingLeftOut"; }, 30s))
+      << op.log();
 }
 
 }  // namespace

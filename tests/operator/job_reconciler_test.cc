@@ -39,11 +39,11 @@ TEST(JobReconciler, RestartIsRecordedBeforeItActsAndA409LosesNothing) {
   const std::string job =
       R"({"apiVersion":"rpcjob.dev/v1alpha1","kind":"RpcJob","metadata":{"name":"j","namespace":"ns","uid":"JOB","generation":1,"resourceVersion":"1"},)"
       R"("spec":{"workers":[{"name":"w","replicas":2,"gpusPerWorker":1,"template":{"spec":{"containers":[{"name":"c","image":"i"}]}}}],"runPolicy":{"backoffLimit":2}}})";
-  kube::Cache jobs, pods, services, configMaps, nodes;
+  kube::Cache jobs, pods, services, configMaps, nodes, namespaces;
   jobs.upsert(obj(job));
   nodes.upsert(obj(
       R"({"metadata":{"name":"n","labels":{"kubernetes.io/hostname":"n"}},"status":{"allocatable":{"nvidia.com/gpu":"4","cpu":"8","memory":"8Gi"},"conditions":[{"type":"Ready","status":"True"}]}})"));
-  Caches caches{jobs, pods, services, configMaps, nodes};
+  Caches caches{jobs, pods, services, configMaps, nodes, namespaces};
 
   auto http = std::make_shared<FakeHttp>();
   int n = 0;

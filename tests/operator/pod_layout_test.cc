@@ -23,6 +23,7 @@
 #include <sstream>
 #include <string>
 
+#include "restricted_check.h"
 #include "rpcjob/api/parse.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/assignment/pair_links.h"
@@ -219,6 +220,51 @@ TEST(PodLayout, EveryExamplePlansPodsWhoseDeviceMapsTheirContainersSee) {
     }
   }
   EXPECT_GE(examples, 4 * 3) << "each example plans on some of the clusters";
+}
+
+// Every example's pods, in a namespace of each Pod Security level: restricted in
+// baseline and restricted namespaces; in a privileged one, restricted but for
+// the capabilities the plan asks for (SYS_PTRACE for cma in a pod of several
+// workers, IPC_LOCK for ibv/cuda_gdr), which are then added.
+TEST(PodLayout, EveryExamplesPodsPassTheRestrictedChecks) {
+  int pods = 0, withCapabilities = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(RPCJOB_SOURCE_DIR) + "/examples")) {
+    if (entry.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(entry.path().string());
+    const api::ParseResult parsed = api::parseRpcJob(readFile(entry.path()));
+    ASSERT_TRUE(parsed.ok()) << api::formatErrors(parsed.errors);
+    for (int nodes : {1, 2}) {
+      planner::ClusterView c = cluster(nodes, 8);
+      for (auto& n : c.nodes) n.labels[planner::kRdmaLabel] = "true";  // ibv, cuda_gdr across pods
+      const planner::Plan plan = planner::planJob(parsed.job, c, {});
+      if (!plan.planned()) continue;
+      for (const auto& pod : plan.pods) {
+        for (PodSecurityLevel level : {PodSecurityLevel::Privileged, PodSecurityLevel::Baseline,
+                                       PodSecurityLevel::Restricted}) {
+          SCOPED_TRACE(pod.name + " in a " + toString(level) + " namespace");
+          const YAML::Node json =
+              YAML::Load(podJson({parsed.job.metadata.name, "ns", "uid"}, parsed.job.spec, plan,
+                                 pod, pod.node, 0, level));
+          const auto violations = testing::restrictedViolations(json);
+          if (level != PodSecurityLevel::Privileged) {
+            EXPECT_EQ(violations, std::vector<std::string>{});
+            continue;
+          }
+          ++pods;
+          std::vector<std::string> expected;
+          for (const auto& cap : pod.capabilities) {
+            expected.push_back("container " + json["spec"]["containers"][0]["name"].Scalar() +
+                               " adds " + cap);
+          }
+          withCapabilities += expected.empty() ? 0 : 1;
+          EXPECT_EQ(violations, expected);
+        }
+      }
+    }
+  }
+  EXPECT_GT(pods, 8);
+  EXPECT_GT(withCapabilities, 0) << "some example needs a capability (cma inside a pod)";
 }
 
 std::string syntheticJob(int gpusMaster, int replicas, int gpusWorker, const std::string& perPod,

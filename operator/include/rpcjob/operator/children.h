@@ -20,8 +20,10 @@
 //        restart-generation}; annotation rpcjob.dev/node = planned node;
 //      * the assignment ConfigMap mounted read-only at /etc/rpcjob in every
 //        container; the plan's pod settings (memory-backed /dev/shm emptyDir,
-//        shareProcessNamespace, capabilities, rdma/hca on the first worker
-//        container).
+//        shareProcessNamespace, rdma/hca on the first worker container);
+//      * the securityContext of pod_security.h on the pod and its worker
+//        container (restricted defaults where the template is silent, then the
+//        plan's capabilities that the namespace's Pod Security level allows).
 //    Worker containers: the template's first container runs the pod's workers
 //    (the others are sidecars, left as they are apart from the mount), and it
 //    holds all of the pod's devices: limits nvidia.com/gpu = the pod's GPUs
@@ -49,6 +51,7 @@
 #include <string>
 
 #include "rpcjob/api/types.h"
+#include "rpcjob/operator/pod_security.h"
 #include "rpcjob/planner/plan.h"
 
 namespace rpcjob::op {
@@ -85,8 +88,11 @@ struct JobRef {
 std::string serviceJson(const JobRef& job, int rpcPort);
 std::string configMapJson(const JobRef& job, const Assignment& assignment);
 // `hostname`: the value of the planned node's kubernetes.io/hostname label
-// (usually the node name). `generation`: status.restarts when created.
+// (usually the node name). `generation`: status.restarts when created. `level`:
+// the namespace's Pod Security level, which bounds the capabilities added
+// (pod_security.h).
 std::string podJson(const JobRef& job, const api::RpcJobSpec& spec, const planner::Plan& plan,
-                    const planner::PodPlan& pod, const std::string& hostname, int generation);
+                    const planner::PodPlan& pod, const std::string& hostname, int generation,
+                    PodSecurityLevel level = PodSecurityLevel::Privileged);
 
 }  // namespace rpcjob::op

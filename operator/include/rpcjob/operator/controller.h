@@ -34,6 +34,7 @@ struct Caches {
   const kube::Cache& services;
   const kube::Cache& configMaps;
   const kube::Cache& nodes;
+  const kube::Cache& namespaces;  // their pod-security.kubernetes.io/enforce labels
 };
 
 struct ReconcileResult {
@@ -102,7 +103,7 @@ class Controller {
   ControllerOptions options_;
   kube::WorkQueue queue_;
   std::vector<std::unique_ptr<kube::Informer>>
-      informers_;  // jobs, pods, services, configmaps, nodes
+      informers_;  // jobs, pods, services, configmaps, nodes, namespaces
 };
 
 }  // namespace rpcjob::op

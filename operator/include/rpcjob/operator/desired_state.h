@@ -15,6 +15,11 @@
 //   Failed         True BackoffLimitExceeded, DeadlineExceeded, Invalid
 //   Suspended      True Suspended | False Resumed
 //   SpecApplied    False DeferredWhileRunning | True Applied (only after a deferral)
+//   PodSecurity    True LinksLeftOut (the namespace's Pod Security level forbids what
+//                  a transport or channel needs: which, what it needs, the level;
+//                  a Warning) | False NothingLeftOut (only after a True). A job whose
+//                  spec.transports or spec.channels names only forbidden links gets
+//                  Planned False NoTransport instead, and no pods.
 //   ReplicaFailure True FailedCreate, FailedUpdate, NotOwned | False Created
 //                  (applyChildErrors: set from what acting met)
 // phase: Pending (not placed, or waiting after a rejection), Planned (pods created,
@@ -42,6 +47,7 @@
 
 #include "rpcjob/api/types.h"
 #include "rpcjob/operator/object.h"
+#include "rpcjob/operator/pod_security.h"
 #include "rpcjob/operator/resource.h"
 #include "rpcjob/planner/plan.h"
 
@@ -62,6 +68,10 @@ struct ObservedJob {
   std::chrono::system_clock::time_point now;
   // How long a node may be NotReady under a running pod before the pod is lost.
   std::chrono::seconds nodeLostGrace{60};
+  // The job's namespace's Pod Security level (its pod-security.kubernetes.io/enforce
+  // label): bounds the pods' capabilities and the links the plan may use
+  // (pod_security.h).
+  PodSecurityLevel podSecurity = PodSecurityLevel::Privileged;
 };
 
 struct ChildObject {
