@@ -3,7 +3,7 @@
 # CPU build whose worker/ and runner/ hold rpcjob-worker and rpcjob): OUT=DIR benchmarks/startup/run.sh
 # 64-worker start-up, with and without the job secret (same binary, same launcher), alternating.
 set -u
-B=$PWD/build-gpu
+B=${B:-$PWD/build-gpu}
 export PATH=$B/worker:$PATH DEPS=$PWD/.gpudeps/root TORCH_DIR=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')
 export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu:$TORCH_DIR/lib
 for i in 1 2 3; do
