@@ -286,6 +286,20 @@ int cmdRun(const std::vector<std::string>& rest) {
   std::optional<PortReservation> reserved;  // held until the job ends (port_reservation.h)
   if (firstPort) {
     if (*firstPort + 2 * workers > 65536) return usage("--first-port too high for this job");
+    // Ports given by hand are not reserved: inside the kernel's ephemeral range
+    // the workers' own outgoing connections take some of them before their
+    // owners listen (a 40-worker job failed so, "Address already in use").
+    const int count = metricsOn ? 2 * workers : workers;
+    if (auto range = ephemeralPortRange();
+        range && overlapsPortRange(static_cast<int>(*firstPort), count, *range)) {
+      std::cerr << "rpcjob: --first-port " << *firstPort << ": ports " << *firstPort << ".."
+                << *firstPort + count - 1 << " meet this machine's ephemeral port range "
+                << range->first << ".." << range->second
+                << " (/proc/sys/net/ipv4/ip_local_port_range), where the workers' own "
+                   "connections can take them before the workers listen; choose ports below "
+                << range->first << " (or leave --first-port out: free ports are reserved)\n";
+      return kExitUsage;
+    }
     for (int i = 0; i < 2 * workers; ++i) ports.push_back(static_cast<int>(*firstPort) + i);
   } else {
     reserved.emplace(metricsOn ? 2 * workers : workers);

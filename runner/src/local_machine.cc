@@ -132,4 +132,23 @@ LocalResources detectLocalResources(std::optional<int> gpuOverride) {
   return r;
 }
 
+std::optional<std::pair<int, int>> parsePortRange(const std::string& text) {
+  std::istringstream in(text);
+  long low = 0, high = 0;
+  std::string rest;
+  if (!(in >> low >> high) || (in >> rest)) return std::nullopt;
+  if (low < 1 || high > 65535 || low > high) return std::nullopt;
+  return std::make_pair(static_cast<int>(low), static_cast<int>(high));
+}
+
+std::optional<std::pair<int, int>> ephemeralPortRange() {
+  return parsePortRange(readFile("/proc/sys/net/ipv4/ip_local_port_range"));
+}
+
+bool overlapsPortRange(int first, int count, std::pair<int, int> range) {
+  if (count <= 0) return false;
+  const long last = static_cast<long>(first) + count - 1;
+  return first <= range.second && last >= range.first;
+}
+
 }  // namespace rpcjob::runner

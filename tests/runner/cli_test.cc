@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "process.h"
+#include "rpcjob/runner/local_machine.h"
 
 namespace rpcjob::runner {
 namespace {
@@ -39,6 +40,20 @@ TEST(Cli, VersionAndUsage) {
   EXPECT_EQ(bad.exitCode, 2);
   EXPECT_THAT(bad.output, HasSubstr("unknown command frobnicate"));
   EXPECT_EQ(runProgram({RPCJOB_BINARY, "run", "x.yaml", "--bogus", "1"}).exitCode, 2);
+}
+
+// Hand-picked ports are not reserved: inside the ephemeral range the workers'
+// own connections took some before their owners listened (a 40-worker job
+// failed with "Address already in use"), so run refuses them up front.
+TEST(Cli, RunRefusesFirstPortInTheEphemeralRange) {
+  const auto range = rpcjob::runner::ephemeralPortRange();
+  if (!range) GTEST_SKIP() << "no /proc/sys/net/ipv4/ip_local_port_range here";
+  const std::string job = std::string(RPCJOB_SOURCE_DIR) + "/examples/transfer-bench.yaml";
+  const auto r =
+      runProgram({RPCJOB_BINARY, "run", job, "--first-port", std::to_string(range->first + 10)});
+  EXPECT_EQ(r.exitCode, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("ephemeral port range"));
+  EXPECT_THAT(r.output, HasSubstr("choose ports below " + std::to_string(range->first)));
 }
 
 TEST(Cli, ValidateAcceptsTheExamples) {

@@ -324,6 +324,21 @@ TEST(LocalMachine, Parsers) {
   EXPECT_EQ(parseCpuMax("junk"), std::nullopt);
   EXPECT_EQ(parseMemoryMax("1073741824\n"), int64_t{1} << 30);
   EXPECT_EQ(parseMemoryMax("max\n"), std::nullopt);
+  EXPECT_EQ(parsePortRange("32768\t60999\n"), std::make_pair(32768, 60999));
+  EXPECT_EQ(parsePortRange("1024 1024"), std::make_pair(1024, 1024));
+  EXPECT_EQ(parsePortRange("60999 32768"), std::nullopt);
+  EXPECT_EQ(parsePortRange("0 100"), std::nullopt);
+  EXPECT_EQ(parsePortRange("1 70000"), std::nullopt);
+  EXPECT_EQ(parsePortRange("32768"), std::nullopt);
+  EXPECT_EQ(parsePortRange("32768 60999 7"), std::nullopt);
+  const std::pair<int, int> range{32768, 60999};
+  EXPECT_FALSE(overlapsPortRange(29500, 128, range));  // 29500..29627
+  EXPECT_FALSE(overlapsPortRange(32640, 128, range));  // ends at 32767
+  EXPECT_TRUE(overlapsPortRange(32641, 128, range));   // ends at 32768
+  EXPECT_TRUE(overlapsPortRange(34000, 80, range));
+  EXPECT_TRUE(overlapsPortRange(60999, 1, range));
+  EXPECT_FALSE(overlapsPortRange(61000, 100, range));
+  EXPECT_FALSE(overlapsPortRange(34000, 0, range));
   const LocalResources r = detectLocalResources(3);
   EXPECT_EQ(r.gpus, 3);
   EXPECT_GE(r.cpuMilli, 1000);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "rpcjob/planner/gpu_topology.h"
 
@@ -33,6 +34,16 @@ int64_t parseMemTotal(const std::string& meminfo);
 std::optional<int64_t> parseCpuMax(const std::string& cpuMax);
 // A cgroup v2 memory.max ("max" or bytes); nullopt when unlimited or malformed.
 std::optional<int64_t> parseMemoryMax(const std::string& memoryMax);
+
+// The kernel's ephemeral port range ("32768\t60999" of
+// /proc/sys/net/ipv4/ip_local_port_range); nullopt when malformed.
+std::optional<std::pair<int, int>> parsePortRange(const std::string& text);
+// This machine's range; nullopt when it cannot be read.
+std::optional<std::pair<int, int>> ephemeralPortRange();
+// Whether ports first..first+count-1 meet `range`. Ports given by hand there can
+// be taken by any outgoing connection (the workers' own to each other) before
+// the worker listens: "Address already in use".
+bool overlapsPortRange(int first, int count, std::pair<int, int> range);
 
 // GPUs NVML reports; 0 with `why` set when NVML is absent or fails.
 int nvmlGpuCount(std::string& why);
