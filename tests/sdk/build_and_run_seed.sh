@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/example_build.sh"
 [ -x "$prefix/bin/rpcjob" ] || fail "no installed rpcjob in $prefix (the sdk_install fixture: sdk_hello_test)"
 
 case "$program" in
@@ -46,20 +46,10 @@ esac
 rm -rf "$work"
 mkdir -p "$work"
 
-echo "== configure examples/$program against $prefix"
-args=(-S "$src/examples/$program" -B "$work/build" -G "$generator" -DCMAKE_BUILD_TYPE=Release
-      -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
-      -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF
-      "-DCMAKE_PREFIX_PATH=$prefix${prefix_path:+;${prefix_path//:/;}}")
-if [ -n "${launcher:-}" ] && [ -x "$launcher" ]; then
-  args+=(-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher")
-  export CCACHE_BASEDIR=$work  # a stable cache key although the work folder is new
-fi
-"$cmake" "${args[@]}" > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; fail "configure"; }
+configure_example "$program"
 grep -q -F -- "-- rpcjob " "$work/configure.log" || { cat "$work/configure.log"; fail "rpcjob not found"; }
 
-echo "== build examples/$program"
-"$cmake" --build "$work/build" -j2 > "$work/build.log" 2>&1 || { cat "$work/build.log"; fail "build"; }
+build_example "$program"
 
 # The example's manifest with small sizes: every `args:` line replaced.
 manifest=$work/$program.yaml

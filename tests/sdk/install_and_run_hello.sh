@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/example_build.sh"
 
 rm -rf "$work"
 mkdir -p "$work"
@@ -61,24 +61,14 @@ for program in rpcjob rpcjob-worker; do
   [ "$out" = "$program $version" ] || fail "installed $program --version: $out"
 done
 
-echo "== configure examples/hello against $prefix"
-args=(-S "$src/examples/hello" -B "$work/build" -G "$generator" -DCMAKE_BUILD_TYPE=Release
-      -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
-      -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF
-      "-DCMAKE_PREFIX_PATH=$prefix${prefix_path:+;${prefix_path//:/;}}")
-if [ -n "${launcher:-}" ] && [ -x "$launcher" ]; then
-  args+=(-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher")
-  export CCACHE_BASEDIR=$work  # a stable cache key although the prefix is new
-fi
-"$cmake" "${args[@]}" > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; fail "configure"; }
+configure_example hello
 grep -q -F -- "-- rpcjob $version from $package" "$work/configure.log" \
   || { cat "$work/configure.log"; fail "rpcjob was not found in $package"; }
 if grep -n -F -e "$build/" "$work/build/CMakeCache.txt" | grep -v -F "$work"; then
   fail "the build tree is visible to examples/hello (above)"
 fi
 
-echo "== build examples/hello"
-"$cmake" --build "$work/build" -j2 > "$work/build.log" 2>&1 || { cat "$work/build.log"; fail "build"; }
+build_example hello
 
 echo "== rpcjob run examples/hello/hello.yaml"
 set +e
