@@ -8,6 +8,7 @@
 // Channels: RPCJOB_GPU_CHANNELS (empty: every viable one, cuda_nvlink first).
 // RPCJOB_BENCH_BREAKDOWN=1 prints the recipe's per-iteration phases on stderr;
 // RPCJOB_BENCH_ONLY=recipe runs the recipe alone.
+#include <ATen/Parallel.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -15,9 +16,11 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "gpu_autograd_functions.h"
 #include "gpu_pair.h"
+#include "rpcjob/assignment/intra_op_threads.h"
 
 using namespace rpcjob;
 using Clock = std::chrono::steady_clock;
@@ -144,6 +147,14 @@ double pct(const std::vector<double>& v, double p) {
 }  // namespace
 
 int main() {
+  // Both processes (this one and the worker it starts) take the intra-op threads
+  // `rpcjob run` gives each of two workers on this machine (intra_op_threads.h),
+  // unless OMP_NUM_THREADS says otherwise: the recipe's CPU mode depends on them.
+  const int threads =
+      std::getenv(kEnvOmpNumThreads) != nullptr
+          ? 0
+          : intraOpThreads(static_cast<int>(std::thread::hardware_concurrency()), 2);
+  if (threads > 0) at::set_num_threads(threads);
   gpu::runWorkerIfAsked(gpu::registerGpuAutogradFunctions);
   const char* ch = std::getenv("RPCJOB_GPU_CHANNELS");
   // The worker's GPU: cuda:1 where there is one, else both processes share cuda:0
@@ -187,11 +198,13 @@ int main() {
       "%.1f, \"small_p99_us\": %.1f, "
       "\"rt4mb_ms\": %.3f, \"rt400mb_ms\": %.3f, \"rt400mb_gbs\": %.1f, \"rt400mb_p10_p90_ms\": "
       "[%.3f, %.3f], \"raw_rt400mb_ms\": %.3f, \"raw_rt400mb_gbs\": %.1f, "
-      "\"model_split_s\": %.4f, \"recipe_cpu_rpc_s\": %.4f, \"recipe_cuda_rpc_s\": %.4f}\n",
+      "\"model_split_s\": %.4f, \"recipe_cpu_rpc_s\": %.4f, \"recipe_cuda_rpc_s\": %.4f, "
+      "\"intra_op_threads\": %d}\n",
       remote.c_str(), pair.channelFor("cuda:0", remote).c_str(), pct(s, 0.5) * 1e6,
       pct(s, 0.99) * 1e6, pct(r4, 0.5) * 1e3, pct(r400, 0.5) * 1e3,
       2 * 400e6 / 1e9 / pct(r400, 0.5), pct(r400, 0.1) * 1e3, pct(r400, 0.9) * 1e3,
-      pct(raw400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(raw400, 0.5), split, recipeCpu, recipeCuda);
+      pct(raw400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(raw400, 0.5), split, recipeCpu, recipeCuda,
+      at::get_num_threads());
   std::fflush(stdout);
   return 0;
 }

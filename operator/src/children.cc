@@ -8,6 +8,7 @@
 #include "json_util.h"
 #include "rpcjob/api/quantity.h"
 #include "rpcjob/assignment/environment.h"
+#include "rpcjob/assignment/intra_op_threads.h"
 #include "rpcjob/assignment/pod_launch.h"
 #include "rpcjob/operator/job_security.h"
 #include "rpcjob/operator/pod_security.h"
@@ -193,14 +194,6 @@ void addPodDevices(value& c, const planner::PodPlan& pod) {
   }
 }
 
-// Makes `c` (the template's first container) the container of the pod's one worker.
-void makeWorkerContainer(value& c, const JobRef& job, const WorkerEntry& e, int world,
-                         const planner::PodPlan& pod) {
-  setEnv(c, identityEnv(job, e, world));
-  addPorts(c, e, 0);
-  addPodDevices(c, pod);
-}
-
 // The sum of the workers' `resource` limits, or nothing when one worker has none.
 std::optional<int64_t> summedLimit(const std::vector<const value*>& containers,
                                    const char* resource) {
@@ -215,6 +208,31 @@ std::optional<int64_t> summedLimit(const std::vector<const value*>& containers,
     milli += q->milli;
   }
   return milli;
+}
+
+bool setsEnv(const value& c, const std::string& name) {
+  if (!c.has_array_field("env")) return false;
+  for (const auto& v : c.at("env").as_array()) {
+    if (kube::detail::getString(v, "name") == name) return true;
+  }
+  return false;
+}
+
+// Makes `c` (the template's first container) the container of the pod's one worker.
+// With a CPU limit, libtorch's pool is sized to it (intra_op_threads.h) unless the
+// template says otherwise; a pod of several workers gets its shares from
+// rpcjob-launch, which reads the limit from its cgroup.
+void makeWorkerContainer(value& c, const JobRef& job, const WorkerEntry& e, int world,
+                         const planner::PodPlan& pod) {
+  EnvList env = identityEnv(job, e, world);
+  const auto limit = summedLimit({&c}, "cpu");
+  const int threads = limit ? intraOpThreads(0, 1, *limit) : 0;
+  if (threads > 0 && !setsEnv(c, kEnvOmpNumThreads)) {
+    env.emplace_back(kEnvOmpNumThreads, std::to_string(threads));
+  }
+  setEnv(c, env);
+  addPorts(c, e, 0);
+  addPodDevices(c, pod);
 }
 
 // Makes `c` (the first worker's template container) the one container running

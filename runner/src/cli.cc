@@ -14,6 +14,7 @@
 #include "rpcjob/api/names.h"
 #include "rpcjob/api/parse.h"
 #include "rpcjob/assignment/assignment.h"
+#include "rpcjob/assignment/intra_op_threads.h"
 #include "rpcjob/assignment/port_reservation.h"
 #include "rpcjob/planner/cluster_yaml.h"
 #include "rpcjob/planner/plan.h"
@@ -337,7 +338,16 @@ int cmdRun(const std::vector<std::string>& rest) {
   writeJobSecret(context.secretPath);
   for (const auto& w : plan.assignment.workers)
     std::remove((runDir + "/" + w.name + ".metrics").c_str());
+  // Each worker's share of the cores, unless this shell says otherwise.
+  if (std::getenv(kEnvOmpNumThreads) == nullptr) {
+    context.intraOpThreads = intraOpThreads(static_cast<int>(local.cpuMilli / 1000), workers);
+  }
   const Launches launches = buildLaunches(*job, plan, context);
+  if (context.intraOpThreads > 0) {
+    std::cout << "rpcjob: intra-op threads: " << context.intraOpThreads << " per worker ("
+              << local.cpuMilli / 1000 << " cores shared by " << workers
+              << " workers; OMP_NUM_THREADS in the template or this shell overrides)\n";
+  }
   for (const auto& note : plan.notes) std::cout << "rpcjob: plan: " << note << "\n";
   for (const auto& note : launches.notes) std::cout << "rpcjob: note: " << note << "\n";
 

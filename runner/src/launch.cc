@@ -5,6 +5,7 @@
 #include <map>
 
 #include "rpcjob/assignment/environment.h"
+#include "rpcjob/assignment/intra_op_threads.h"
 
 namespace rpcjob::runner {
 namespace {
@@ -43,6 +44,13 @@ EnvList templateEnv(const api::PodTemplate& podTemplate, const std::string& grou
 bool isWorkerProgram(const std::string& command) {
   const auto slash = command.rfind('/');
   return (slash == std::string::npos ? command : command.substr(slash + 1)) == kWorkerProgram;
+}
+
+bool sets(const EnvList& env, const std::string& name) {
+  for (const auto& entry : env) {
+    if (entry.first == name) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -117,6 +125,9 @@ Launches buildLaunches(const api::RpcJob& job, const planner::Plan& plan,
     };
     w.env.insert(w.env.end(), pod.begin(), pod.end());
     if (!context.secretPath.empty()) w.env.push_back({kEnvSecretFile, context.secretPath});
+    if (context.intraOpThreads > 0 && !sets(w.env, kEnvOmpNumThreads)) {
+      w.env.push_back({kEnvOmpNumThreads, std::to_string(context.intraOpThreads)});
+    }
 
     std::vector<std::string> command;
     std::vector<std::string> args;

@@ -107,15 +107,21 @@ int nvmlGpuCount(std::string& why) {
   return gpus;
 }
 
+int64_t detectCpuMilli() {
+  int64_t milli = cpuCount() * 1000;
+  const std::string cgroup = cgroupDir();
+  if (!cgroup.empty()) {
+    if (auto cpu = parseCpuMax(readFile(cgroup + "/cpu.max"))) milli = std::min(milli, *cpu);
+  }
+  return milli;
+}
+
 LocalResources detectLocalResources(std::optional<int> gpuOverride) {
   LocalResources r;
-  r.cpuMilli = cpuCount() * 1000;
+  r.cpuMilli = detectCpuMilli();
   r.memoryBytes = parseMemTotal(readFile("/proc/meminfo"));
   const std::string cgroup = cgroupDir();
   if (!cgroup.empty()) {
-    if (auto cpu = parseCpuMax(readFile(cgroup + "/cpu.max"))) {
-      r.cpuMilli = std::min(r.cpuMilli, *cpu);
-    }
     if (auto memory = parseMemoryMax(readFile(cgroup + "/memory.max"))) {
       r.memoryBytes = r.memoryBytes > 0 ? std::min(r.memoryBytes, *memory) : *memory;
     }

@@ -3,9 +3,17 @@
 #include <cstdlib>
 
 #include "rpcjob/assignment/environment.h"
+#include "rpcjob/assignment/intra_op_threads.h"
 
 namespace rpcjob::runner {
 namespace {
+
+bool sets(const std::vector<std::pair<std::string, std::string>>& env, const std::string& name) {
+  for (const auto& entry : env) {
+    if (entry.first == name) return true;
+  }
+  return false;
+}
 
 int codeOf(const ExitStatus& status) {
   return status.kind == ExitStatus::Kind::Signaled ? 128 + status.signal : status.code;
@@ -14,12 +22,17 @@ int codeOf(const ExitStatus& status) {
 }  // namespace
 
 std::vector<WorkerLaunch> podWorkerLaunches(
-    const PodLaunch& launch, const std::vector<std::pair<std::string, std::string>>& processEnv) {
+    const PodLaunch& launch, const std::vector<std::pair<std::string, std::string>>& processEnv,
+    int visibleCores) {
   std::vector<WorkerLaunch> out;
+  const int share = intraOpThreads(visibleCores, static_cast<int>(launch.workers.size()));
   for (const auto& w : launch.workers) {
     WorkerLaunch l;
     l.name = w.name;
     l.env = w.env;
+    if (share > 0 && !sets(w.env, kEnvOmpNumThreads) && !sets(processEnv, kEnvOmpNumThreads)) {
+      l.env.emplace_back(kEnvOmpNumThreads, std::to_string(share));
+    }
     auto all = processEnv;
     all.insert(all.end(), w.env.begin(), w.env.end());
     for (const auto& [name, value] : w.env) {

@@ -24,6 +24,7 @@
 #include "rpcjob/assignment/assignment.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/assignment/pod_launch.h"
+#include "rpcjob/runner/local_machine.h"
 #include "rpcjob/runner/pod_launcher.h"
 #include "rpcjob/version.h"
 
@@ -107,7 +108,9 @@ int main(int argc, char** argv) {
   }
   // The workers get the container's environment without the launcher's own spec.
   unsetenv(rpcjob::kEnvPodWorkers);
-  const auto workers = rpcjob::runner::podWorkerLaunches(launch, processEnvironment());
+  // Each worker's share of the pod's CPUs (its limit, where cpu.max has one).
+  const auto workers = rpcjob::runner::podWorkerLaunches(
+      launch, processEnvironment(), static_cast<int>(rpcjob::runner::detectCpuMilli() / 1000));
 
   rpcjob::runner::SupervisorOptions options;
   options.jobName = "pod";  // the status lines' name: the job's, from the spec

@@ -26,6 +26,7 @@
 #include "restricted_check.h"
 #include "rpcjob/api/parse.h"
 #include "rpcjob/assignment/environment.h"
+#include "rpcjob/assignment/intra_op_threads.h"
 #include "rpcjob/assignment/pair_links.h"
 #include "rpcjob/assignment/pod_launch.h"
 #include "rpcjob/operator/children.h"
@@ -379,6 +380,39 @@ TEST(PodLayout, LauncherContainerSumsCpuAndMemory) {
   EXPECT_EQ(launch.workers[2].env.front(), std::make_pair(std::string("B"), std::string("b")));
   EXPECT_EQ(launch.workers[2].argv, (std::vector<std::string>{"rpcjob-worker", "serve"}))
       << "no command: the worker program, as rpcjob run does";
+}
+
+// A one-worker pod with a CPU limit sizes libtorch's pool to it (intra_op_threads.h);
+// without a limit, or with the template's own value, nothing is added.
+TEST(PodLayout, OneWorkerPodsWithACpuLimitGetThatManyIntraOpThreads) {
+  auto podOf = [](const std::string& container) {
+    const std::string text =
+        "apiVersion: rpcjob.dev/v1alpha1\nkind: RpcJob\nmetadata: {name: omp}\nspec:\n"
+        "  workers:\n    - name: a\n      template: {spec: {containers: [" +
+        container + "]}}\n";
+    const api::ParseResult parsed = api::parseRpcJob(text);
+    EXPECT_TRUE(parsed.ok()) << api::formatErrors(parsed.errors);
+    const planner::Plan plan = planner::planJob(parsed.job, cluster(1, 0), {});
+    EXPECT_TRUE(plan.planned()) << plan.message;
+    return YAML::Load(podJson({"omp", "ns", "uid"}, parsed.job.spec, plan, plan.pods.at(0),
+                              "node-0", 0))["spec"]["containers"][0];
+  };
+  EXPECT_EQ(
+      envOf(podOf("{name: w, image: i, resources: {limits: {cpu: 4500m}}}"), kEnvOmpNumThreads),
+      "4");
+  EXPECT_EQ(
+      envOf(podOf("{name: w, image: i, resources: {limits: {cpu: 200m}}}"), kEnvOmpNumThreads),
+      "1");
+  EXPECT_EQ(
+      envOf(podOf("{name: w, image: i, resources: {requests: {cpu: '8'}}}"), kEnvOmpNumThreads),
+      "");
+  const YAML::Node own = podOf(
+      "{name: w, image: i, resources: {limits: {cpu: '4'}}, env: [{name: OMP_NUM_THREADS, "
+      "value: '2'}]}");
+  EXPECT_EQ(envOf(own, kEnvOmpNumThreads), "2");
+  int entries = 0;
+  for (const auto& e : own["env"]) entries += e["name"].Scalar() == kEnvOmpNumThreads ? 1 : 0;
+  EXPECT_EQ(entries, 1);
 }
 
 TEST(PodLayout, EveryWorkerOfASharedPodGetsTheJobSecretAndItsContainerMountsIt) {

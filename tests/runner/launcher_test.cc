@@ -12,6 +12,7 @@
 
 #include "process.h"
 #include "rpcjob/assignment/environment.h"
+#include "rpcjob/assignment/intra_op_threads.h"
 #include "rpcjob/assignment/pod_launch.h"
 #include "rpcjob/runner/pod_launcher.h"
 
@@ -177,6 +178,29 @@ TEST(PodLauncher, ExitCodes) {
   ASSERT_EQ(launches.size(), 1u);
   EXPECT_EQ(launches[0].rank, 4);
   EXPECT_EQ(launches[0].argv, (std::vector<std::string>{"/home/x/bin", "4", "$(NOPE)"}));
+}
+
+// The pod's cores are shared among its workers as OMP_NUM_THREADS, except where a
+// worker's spec or the container's environment already sets it.
+TEST(PodLauncher, WorkersShareThePodsCoresAsIntraOpThreads) {
+  auto threads = [](const WorkerLaunch& w) {
+    std::string value = "<unset>";
+    for (const auto& [name, v] : w.env) {
+      if (name == kEnvOmpNumThreads) value = v;
+    }
+    return value;
+  };
+  PodLaunch pod{{shell("a", 0, "true"), shell("b", 1, "true"), shell("c", 2, "true")}};
+  pod.workers[2].env.push_back({kEnvOmpNumThreads, "7"});
+  const auto shared = podWorkerLaunches(pod, {{"HOME", "/home/x"}}, 16);
+  ASSERT_EQ(shared.size(), 3u);
+  EXPECT_EQ(threads(shared[0]), "5");
+  EXPECT_EQ(threads(shared[1]), "5");
+  EXPECT_EQ(threads(shared[2]), "7");
+  const auto inherited = podWorkerLaunches(pod, {{kEnvOmpNumThreads, "2"}}, 16);
+  EXPECT_EQ(threads(inherited[0]), "<unset>") << "the container's own value reaches it";
+  const PodLaunch alone{{shell("a", 0, "true")}};
+  EXPECT_EQ(threads(podWorkerLaunches(alone, {}, 16)[0]), "<unset>") << "libtorch's default fits";
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <regex>
@@ -21,6 +23,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using testing::processesWithEnv;
 using testing::runProgram;
 using testing::TempDir;
@@ -173,6 +176,42 @@ TEST(Run, WorkersGetThePodEnvironmentAndTheAssignmentFile) {
   EXPECT_THAT(r.output, HasSubstr("[w1] name=w1 rank=1 of 2 job=envjob ns=default metrics=" +
                                   dir.path() + "/run/w1.metrics"));
   EXPECT_THAT(r.output, HasSubstr("(no metrics file)"));
+}
+
+// Several workers on one machine each get their share of its cores as
+// OMP_NUM_THREADS (rpcjob/assignment/intra_op_threads.h), announced by the
+// runner; a value set in the shell that runs `rpcjob run` is left alone.
+TEST(Run, WorkersGetTheirShareOfTheCoresAsIntraOpThreads) {
+  TempDir dir;
+  const std::string manifest = dir.write(
+      "omp.yaml",
+      shellJob("ompjob", {{"w", "echo threads=$OMP_NUM_THREADS"}}, "{backoffLimit: 0}", 2));
+  const char* inherited = std::getenv("OMP_NUM_THREADS");
+  const std::string saved = inherited ? inherited : "";
+  unsetenv("OMP_NUM_THREADS");
+  const auto shared = runProgram(runArgs(manifest, dir));
+  setenv("OMP_NUM_THREADS", "3", 1);
+  const auto chosen = runProgram(runArgs(manifest, dir));
+  if (inherited) {
+    setenv("OMP_NUM_THREADS", saved.c_str(), 1);
+  } else {
+    unsetenv("OMP_NUM_THREADS");
+  }
+  EXPECT_EQ(shared.exitCode, 0) << shared.output;
+  std::smatch share;
+  ASSERT_TRUE(
+      std::regex_search(shared.output, share,
+                        std::regex("intra-op threads: ([0-9]+) per worker \\(([0-9]+) cores "
+                                   "shared by 2 workers")))
+      << shared.output;
+  const int threads = std::stoi(share[1]);
+  EXPECT_EQ(threads, std::max(std::stoi(share[2]) / 2, 1));
+  EXPECT_THAT(shared.output, HasSubstr("[w0] threads=" + std::to_string(threads)));
+  EXPECT_THAT(shared.output, HasSubstr("[w1] threads=" + std::to_string(threads)));
+  EXPECT_EQ(chosen.exitCode, 0) << chosen.output;
+  EXPECT_THAT(chosen.output, Not(HasSubstr("intra-op threads:")));
+  EXPECT_THAT(chosen.output, HasSubstr("[w0] threads=3"));
+  EXPECT_THAT(chosen.output, HasSubstr("[w1] threads=3"));
 }
 
 // A program of the user's own, named by a path relative to the manifest (not to

@@ -15,6 +15,7 @@
 
 #include "rpcjob/api/parse.h"
 #include "rpcjob/assignment/environment.h"
+#include "rpcjob/assignment/intra_op_threads.h"
 #include "rpcjob/planner/plan.h"
 #include "rpcjob/runner/gpu_topology_nvml.h"
 #include "rpcjob/runner/job_secret.h"
@@ -31,6 +32,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using Action = RunPolicy::Action;
 
 TEST(LinePrefixer, PrefixesCompleteLinesAcrossChunks) {
@@ -239,6 +241,48 @@ TEST(Launch, CommandsAndEnvironmentAsPodsGetThem) {
   EXPECT_THAT(w1.argv, ElementsAre("/b/rpcjob-worker", "serve"));
   EXPECT_EQ(env(w1, kEnvWorkerName), "worker1");
   for (const auto& w : l.workers) EXPECT_EQ(env(w, kEnvSecretFile), "/run/s") << w.name;
+}
+
+// The runner's share of the cores reaches every worker whose template is silent;
+// a template's own OMP_NUM_THREADS stays, once.
+TEST(Launch, IntraOpThreadsUnlessTheTemplateSetsThem) {
+  const char* const job = R"yaml(apiVersion: rpcjob.dev/v1alpha1
+kind: RpcJob
+metadata: {name: omp}
+spec:
+  workers:
+    - name: own
+      template:
+        spec:
+          containers: [{name: w, env: [{name: OMP_NUM_THREADS, value: "3"}]}]
+    - name: shared
+      replicas: 2
+      template:
+        spec:
+          containers: [{name: w}]
+)yaml";
+  const api::ParseResult parsed = api::parseRpcJob(job);
+  ASSERT_TRUE(parsed.ok()) << api::formatErrors(parsed.errors);
+  planner::PlanOptions options{planner::Target::Local, planner::localEndpoints(30000, 9400)};
+  const planner::Plan plan =
+      planner::planJob(parsed.job, planner::localCluster(0, 4000, int64_t{8} << 30), options);
+  ASSERT_TRUE(plan.planned()) << plan.message;
+  LaunchContext context{"/b/rpcjob-worker", "/run", "/run/a.yaml", "", ""};
+  context.intraOpThreads = 5;
+  const Launches l = buildLaunches(parsed.job, plan, context);
+  ASSERT_EQ(l.workers.size(), 3u);
+  auto values = [](const WorkerLaunch& w) {
+    std::vector<std::string> out;
+    for (const auto& [name, value] : w.env) {
+      if (name == kEnvOmpNumThreads) out.push_back(value);
+    }
+    return out;
+  };
+  EXPECT_THAT(values(l.workers[0]), ElementsAre("3"));
+  EXPECT_THAT(values(l.workers[1]), ElementsAre("5"));
+  EXPECT_THAT(values(l.workers[2]), ElementsAre("5"));
+  context.intraOpThreads = 0;  // the shell set it: the workers inherit that
+  EXPECT_THAT(values(buildLaunches(parsed.job, plan, context).workers[1]), IsEmpty());
 }
 
 TEST(JobSecret, FreshRandomBytesOnlyItsOwnerCanRead) {

@@ -16,7 +16,9 @@
 //  - the environment: this process's, then the template's `env` entries that
 //    have literal values (valueFrom needs an API server: skipped, with a note),
 //    then the variables every pod gets (rpcjob/assignment/environment.h), which
-//    win over the template's.
+//    win over the template's; and OMP_NUM_THREADS, the worker's share of the
+//    machine's cores (rpcjob/assignment/intra_op_threads.h), where the template
+//    does not set it and context.intraOpThreads is not 0.
 
 #include <string>
 #include <utility>
@@ -35,6 +37,7 @@ struct LaunchContext {
   std::string assignmentPath;  // the assignment file (in runDir)
   std::string manifestDir;     // relative command paths start here; empty: the working directory
   std::string secretPath;      // the run's secret file (RPCJOB_SECRET_FILE); empty: none
+  int intraOpThreads = 0;      // OMP_NUM_THREADS for each worker; 0: leave it as inherited
 };
 
 struct WorkerLaunch {

@@ -24,6 +24,10 @@ struct LocalResources {
   planner::GpuTopology topology;  // NVLink/PCIe per pair (gpu_topology_nvml.h); unknown if not
 };
 
+// The CPUs alone (what rpcjob-launch divides among a pod's workers: in a pod with
+// a CPU limit, cpu.max is that limit).
+int64_t detectCpuMilli();
+
 // `gpuOverride` (from --gpus) replaces the NVML count (and leaves the topology unknown).
 LocalResources detectLocalResources(std::optional<int> gpuOverride = std::nullopt);
 

@@ -26,9 +26,13 @@ namespace rpcjob::runner {
 // What the supervisor starts for each worker of `launch`: its env on top of
 // `processEnv` (the container's), argv with $(VAR) expanded from the two, rank
 // from its RPCJOB_RANK (-1 when absent), no log file (the pod's log is the
-// output, prefixed).
+// output, prefixed). A worker that neither its env nor `processEnv` gives
+// OMP_NUM_THREADS gets its share of the `visibleCores` among the pod's workers
+// (rpcjob/assignment/intra_op_threads.h; the operator already put a CPU limit's
+// share in its env).
 std::vector<WorkerLaunch> podWorkerLaunches(
-    const PodLaunch& launch, const std::vector<std::pair<std::string, std::string>>& processEnv);
+    const PodLaunch& launch, const std::vector<std::pair<std::string, std::string>>& processEnv,
+    int visibleCores = 0);
 
 // Every worker's last exit, and the one that ended the pod.
 PodReport podReportOf(const SupervisorResult& result);
