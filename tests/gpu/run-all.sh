@@ -197,6 +197,19 @@ if [[ $what == all || $what == seeds ]]; then
     [[ $rc == 0 ]] || tail -30 "$L/$ex.log"
   done
   ((GPUS > 1)) || say "not run: examples/model-split-cuda.yaml, resnet-pipeline-cuda.yaml (need 2 GPUs, this machine has $GPUS)"
+  # The pipeline as the tutorial runs it: fresh processes (a job) per num_split, so
+  # that each pays the first iteration's warm-up as PyTorch's do (seeds_table.py).
+  ex=resnet-pipeline-one-gpu
+  ((GPUS > 1)) && ex=resnet-pipeline-cuda
+  fresh=$L/resnet-pipeline-fresh.log
+  : >"$fresh"
+  for n in 1 2 4 8; do
+    sed "s/\"1,2,4,8\"/\"$n\"/; s/name: $ex\$/name: $ex-s$n/" examples/$ex.yaml >"$L/$ex-s$n.yaml"
+    PATH=$PWD/$B/seeds/resnet-pipeline:$P/bin:$PATH \
+      timeout 300 "$P/bin/rpcjob" run "$L/$ex-s$n.yaml" --run-dir "$L/run-$ex-s$n" --first-port $port \
+      >>"$fresh" 2>&1 || say "fresh job for num_split $n FAILED (rc=$?)"
+    port=$((port + 20))
+  done
   # The tutorial's own program, the same sizes, on the same GPUs.
   PYTHONUNBUFFERED=1 timeout 900 python3 benchmarks/gpu/resnet_pipeline_torch.py 29990 \
     >"$L/resnet_pipeline_torch.log" 2>&1
@@ -204,7 +217,7 @@ if [[ $what == all || $what == seeds ]]; then
   grep -E "^number of splits" "$L/resnet_pipeline_torch.log" | tee -a "$S"
   ours=$L/resnet-pipeline-one-gpu.log
   ((GPUS > 1)) && ours=$L/resnet-pipeline-cuda.log
-  python3 benchmarks/gpu/seeds_table.py "$ours" "$L/resnet_pipeline_torch.log" \
+  python3 benchmarks/gpu/seeds_table.py "$ours" "$L/resnet_pipeline_torch.log" --fresh "$fresh" \
     "$L"/model-split-*.log | tee "$OUT/seeds_table.md"
 fi
 
