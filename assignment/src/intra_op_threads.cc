@@ -16,4 +16,13 @@ int intraOpThreads(int visibleCores, int workersSharing, int64_t cpuLimitMilli) 
   return std::max(visibleCores / workers, 1);
 }
 
+std::vector<std::pair<std::string, std::string>> intraOpEnvironment(
+    int threads, const std::function<bool(const std::string&)>& isSet) {
+  std::vector<std::pair<std::string, std::string>> env;
+  if (threads <= 0 || isSet(kEnvOmpNumThreads)) return env;
+  env.emplace_back(kEnvOmpNumThreads, std::to_string(threads));
+  if (!isSet(kEnvOmpWaitPolicy)) env.emplace_back(kEnvOmpWaitPolicy, "PASSIVE");
+  return env;
+}
+
 }  // namespace rpcjob

@@ -11,11 +11,13 @@
 #include <ATen/Parallel.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "gpu_autograd_functions.h"
@@ -146,15 +148,20 @@ double pct(const std::vector<double>& v, double p) {
 
 }  // namespace
 
-int main() {
-  // Both processes (this one and the worker it starts) take the intra-op threads
-  // `rpcjob run` gives each of two workers on this machine (intra_op_threads.h),
-  // unless OMP_NUM_THREADS says otherwise: the recipe's CPU mode depends on them.
-  const int threads =
-      std::getenv(kEnvOmpNumThreads) != nullptr
-          ? 0
-          : intraOpThreads(static_cast<int>(std::thread::hardware_concurrency()), 2);
-  if (threads > 0) at::set_num_threads(threads);
+int main(int, char** argv) {
+  // Both processes (this one and the worker it starts) run with the intra-op
+  // environment `rpcjob run` gives each of two workers on this machine
+  // (intra_op_threads.h), unless OMP_NUM_THREADS says otherwise: the recipe's CPU
+  // mode depends on it. libgomp reads it when it loads, before main: set, start again.
+  const auto set = [](const std::string& name) { return std::getenv(name.c_str()) != nullptr; };
+  const auto env = intraOpEnvironment(
+      intraOpThreads(static_cast<int>(std::thread::hardware_concurrency()), 2), set);
+  if (!env.empty()) {
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+    execv("/proc/self/exe", argv);
+    std::perror("rpcjob-gpu-bench: execv");
+    return 1;
+  }
   gpu::runWorkerIfAsked(gpu::registerGpuAutogradFunctions);
   const char* ch = std::getenv("RPCJOB_GPU_CHANNELS");
   // The worker's GPU: cuda:1 where there is one, else both processes share cuda:0

@@ -227,8 +227,9 @@ void makeWorkerContainer(value& c, const JobRef& job, const WorkerEntry& e, int 
   EnvList env = identityEnv(job, e, world);
   const auto limit = summedLimit({&c}, "cpu");
   const int threads = limit ? intraOpThreads(0, 1, *limit) : 0;
-  if (threads > 0 && !setsEnv(c, kEnvOmpNumThreads)) {
-    env.emplace_back(kEnvOmpNumThreads, std::to_string(threads));
+  for (auto& entry :
+       intraOpEnvironment(threads, [&](const std::string& name) { return setsEnv(c, name); })) {
+    env.push_back(std::move(entry));
   }
   setEnv(c, env);
   addPorts(c, e, 0);

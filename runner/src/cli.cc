@@ -339,14 +339,16 @@ int cmdRun(const std::vector<std::string>& rest) {
   for (const auto& w : plan.assignment.workers)
     std::remove((runDir + "/" + w.name + ".metrics").c_str());
   // Each worker's share of the cores, unless this shell says otherwise.
-  if (std::getenv(kEnvOmpNumThreads) == nullptr) {
-    context.intraOpThreads = intraOpThreads(static_cast<int>(local.cpuMilli / 1000), workers);
+  context.intraOpThreads = intraOpThreads(static_cast<int>(local.cpuMilli / 1000), workers);
+  for (const char* name : {kEnvOmpNumThreads, kEnvOmpWaitPolicy}) {
+    if (std::getenv(name) != nullptr) context.inherited.push_back(name);
   }
   const Launches launches = buildLaunches(*job, plan, context);
-  if (context.intraOpThreads > 0) {
+  if (context.intraOpThreads > 0 && std::getenv(kEnvOmpNumThreads) == nullptr) {
     std::cout << "rpcjob: intra-op threads: " << context.intraOpThreads << " per worker ("
               << local.cpuMilli / 1000 << " cores shared by " << workers
-              << " workers; OMP_NUM_THREADS in the template or this shell overrides)\n";
+              << " workers, OMP_WAIT_POLICY=PASSIVE; OMP_NUM_THREADS in the template or this shell "
+                 "overrides)\n";
   }
   for (const auto& note : plan.notes) std::cout << "rpcjob: plan: " << note << "\n";
   for (const auto& note : launches.notes) std::cout << "rpcjob: note: " << note << "\n";

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <map>
 
 #include "rpcjob/assignment/environment.h"
@@ -125,8 +126,12 @@ Launches buildLaunches(const api::RpcJob& job, const planner::Plan& plan,
     };
     w.env.insert(w.env.end(), pod.begin(), pod.end());
     if (!context.secretPath.empty()) w.env.push_back({kEnvSecretFile, context.secretPath});
-    if (context.intraOpThreads > 0 && !sets(w.env, kEnvOmpNumThreads)) {
-      w.env.push_back({kEnvOmpNumThreads, std::to_string(context.intraOpThreads)});
+    const auto isSet = [&](const std::string& name) {
+      return sets(w.env, name) || std::find(context.inherited.begin(), context.inherited.end(),
+                                            name) != context.inherited.end();
+    };
+    for (auto& entry : intraOpEnvironment(context.intraOpThreads, isSet)) {
+      w.env.push_back(std::move(entry));
     }
 
     std::vector<std::string> command;

@@ -30,9 +30,10 @@ std::vector<WorkerLaunch> podWorkerLaunches(
     WorkerLaunch l;
     l.name = w.name;
     l.env = w.env;
-    if (share > 0 && !sets(w.env, kEnvOmpNumThreads) && !sets(processEnv, kEnvOmpNumThreads)) {
-      l.env.emplace_back(kEnvOmpNumThreads, std::to_string(share));
-    }
+    const auto isSet = [&](const std::string& name) {
+      return sets(w.env, name) || sets(processEnv, name);
+    };
+    for (auto& entry : intraOpEnvironment(share, isSet)) l.env.push_back(std::move(entry));
     auto all = processEnv;
     all.insert(all.end(), w.env.begin(), w.env.end());
     for (const auto& [name, value] : w.env) {

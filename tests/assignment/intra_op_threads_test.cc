@@ -45,5 +45,18 @@ TEST(IntraOpThreads, NonsenseCountsAreClamped) {
   EXPECT_EQ(intraOpThreads(16, 2, -1), 8);  // a negative limit is no limit
 }
 
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+TEST(IntraOpEnvironment, TheShareWithAPassiveWaitUnlessTheUserChose) {
+  const auto none = [](const std::string&) { return false; };
+  EXPECT_EQ(intraOpEnvironment(8, none),
+            (Env{{"OMP_NUM_THREADS", "8"}, {"OMP_WAIT_POLICY", "PASSIVE"}}));
+  EXPECT_EQ(intraOpEnvironment(0, none), Env{}) << "libtorch's default is the share";
+  const auto threadsSet = [](const std::string& n) { return n == kEnvOmpNumThreads; };
+  EXPECT_EQ(intraOpEnvironment(8, threadsSet), Env{}) << "the user sized the pool";
+  const auto policySet = [](const std::string& n) { return n == kEnvOmpWaitPolicy; };
+  EXPECT_EQ(intraOpEnvironment(2, policySet), (Env{{"OMP_NUM_THREADS", "2"}}));
+}
+
 }  // namespace
 }  // namespace rpcjob

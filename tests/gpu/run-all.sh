@@ -311,12 +311,12 @@ if [[ $what == all || $what == bench ]]; then
     RPCJOB_GPU_CHANNELS=$ch timeout 100 $B/tests/gpu/rpcjob-gpu-bench >>"$R" 2>>"$L/bench.err"
   done
   PYTHONUNBUFFERED=1 timeout 150 python3 benchmarks/gpu/torch_rpc_bench.py 29517 2>>"$L/bench.err" | grep '^{' >>"$R"
-  # PyTorch's recipe again with the intra-op threads rpcjob gives each of its two
-  # workers here (rpcjob-gpu-bench's intra_op_threads): the CPU mode depends on them.
+  # PyTorch's recipe again with the intra-op environment rpcjob gives each of its
+  # two workers here (rpcjob-gpu-bench's intra_op_threads): the CPU mode depends on it.
   n=$(( $(nproc) / 2 )); ((n > 0)) || n=1
-  OMP_NUM_THREADS=$n RPCJOB_BENCH_ONLY=recipe PYTHONUNBUFFERED=1 timeout 150 \
+  OMP_NUM_THREADS=$n OMP_WAIT_POLICY=PASSIVE RPCJOB_BENCH_ONLY=recipe PYTHONUNBUFFERED=1 timeout 150 \
     python3 benchmarks/gpu/torch_rpc_bench.py 29519 2>>"$L/bench.err" | grep '^{' |
-    sed "s/\"impl\": \"pytorch\"/\"impl\": \"pytorch, recipe only, OMP_NUM_THREADS=$n\"/" >>"$R"
+    sed "s/\"impl\": \"pytorch\"/\"impl\": \"pytorch, recipe only, OMP_NUM_THREADS=$n, passive\"/" >>"$R"
   [[ ${CPU_BENCH:-1} == 0 ]] || timeout 120 $B/worker/rpcjob-bench --json >"$L/cpu_bench.json" 2>>"$L/bench.err"
   python3 benchmarks/gpu/table.py "$R" "$L/cpu_bench.json" | tee "$OUT/table.md"
   tail -8 "$L/bench.err"

@@ -397,9 +397,9 @@ TEST(PodLayout, OneWorkerPodsWithACpuLimitGetThatManyIntraOpThreads) {
     return YAML::Load(podJson({"omp", "ns", "uid"}, parsed.job.spec, plan, plan.pods.at(0),
                               "node-0", 0))["spec"]["containers"][0];
   };
-  EXPECT_EQ(
-      envOf(podOf("{name: w, image: i, resources: {limits: {cpu: 4500m}}}"), kEnvOmpNumThreads),
-      "4");
+  const YAML::Node limited = podOf("{name: w, image: i, resources: {limits: {cpu: 4500m}}}");
+  EXPECT_EQ(envOf(limited, kEnvOmpNumThreads), "4");
+  EXPECT_EQ(envOf(limited, kEnvOmpWaitPolicy), "PASSIVE");
   EXPECT_EQ(
       envOf(podOf("{name: w, image: i, resources: {limits: {cpu: 200m}}}"), kEnvOmpNumThreads),
       "1");

@@ -197,6 +197,10 @@ TEST(PodLauncher, WorkersShareThePodsCoresAsIntraOpThreads) {
   EXPECT_EQ(threads(shared[0]), "5");
   EXPECT_EQ(threads(shared[1]), "5");
   EXPECT_EQ(threads(shared[2]), "7");
+  int passive = 0;
+  for (const auto& [name, value] : shared[0].env)
+    passive += name == kEnvOmpWaitPolicy && value == "PASSIVE";
+  EXPECT_EQ(passive, 1);
   const auto inherited = podWorkerLaunches(pod, {{kEnvOmpNumThreads, "2"}}, 16);
   EXPECT_EQ(threads(inherited[0]), "<unset>") << "the container's own value reaches it";
   const PodLaunch alone{{shell("a", 0, "true")}};

@@ -271,18 +271,24 @@ spec:
   context.intraOpThreads = 5;
   const Launches l = buildLaunches(parsed.job, plan, context);
   ASSERT_EQ(l.workers.size(), 3u);
-  auto values = [](const WorkerLaunch& w) {
+  auto values = [](const WorkerLaunch& w, const std::string& variable) {
     std::vector<std::string> out;
     for (const auto& [name, value] : w.env) {
-      if (name == kEnvOmpNumThreads) out.push_back(value);
+      if (name == variable) out.push_back(value);
     }
     return out;
   };
-  EXPECT_THAT(values(l.workers[0]), ElementsAre("3"));
-  EXPECT_THAT(values(l.workers[1]), ElementsAre("5"));
-  EXPECT_THAT(values(l.workers[2]), ElementsAre("5"));
-  context.intraOpThreads = 0;  // the shell set it: the workers inherit that
-  EXPECT_THAT(values(buildLaunches(parsed.job, plan, context).workers[1]), IsEmpty());
+  EXPECT_THAT(values(l.workers[0], kEnvOmpNumThreads), ElementsAre("3"));
+  EXPECT_THAT(values(l.workers[0], kEnvOmpWaitPolicy), IsEmpty()) << "the user took the pool";
+  EXPECT_THAT(values(l.workers[1], kEnvOmpNumThreads), ElementsAre("5"));
+  EXPECT_THAT(values(l.workers[1], kEnvOmpWaitPolicy), ElementsAre("PASSIVE"));
+  EXPECT_THAT(values(l.workers[2], kEnvOmpNumThreads), ElementsAre("5"));
+  context.inherited = {kEnvOmpWaitPolicy};  // the shell's policy stays
+  EXPECT_THAT(values(buildLaunches(parsed.job, plan, context).workers[1], kEnvOmpWaitPolicy),
+              IsEmpty());
+  context.inherited = {kEnvOmpNumThreads};  // the shell sized the pools: nothing added
+  EXPECT_THAT(values(buildLaunches(parsed.job, plan, context).workers[1], kEnvOmpNumThreads),
+              IsEmpty());
 }
 
 TEST(JobSecret, FreshRandomBytesOnlyItsOwnerCanRead) {

@@ -16,9 +16,10 @@
 //  - the environment: this process's, then the template's `env` entries that
 //    have literal values (valueFrom needs an API server: skipped, with a note),
 //    then the variables every pod gets (rpcjob/assignment/environment.h), which
-//    win over the template's; and OMP_NUM_THREADS, the worker's share of the
-//    machine's cores (rpcjob/assignment/intra_op_threads.h), where the template
-//    does not set it and context.intraOpThreads is not 0.
+//    win over the template's; and OMP_NUM_THREADS (the worker's share of the
+//    machine's cores, context.intraOpThreads) with OMP_WAIT_POLICY=PASSIVE
+//    (rpcjob/assignment/intra_op_threads.h), where neither the template nor
+//    context.inherited sets OMP_NUM_THREADS.
 
 #include <string>
 #include <utility>
@@ -38,6 +39,7 @@ struct LaunchContext {
   std::string manifestDir;     // relative command paths start here; empty: the working directory
   std::string secretPath;      // the run's secret file (RPCJOB_SECRET_FILE); empty: none
   int intraOpThreads = 0;      // OMP_NUM_THREADS for each worker; 0: leave it as inherited
+  std::vector<std::string> inherited{};  // variables set in rpcjob's own environment
 };
 
 struct WorkerLaunch {
