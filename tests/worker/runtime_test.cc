@@ -110,6 +110,25 @@ TEST_F(RuntimeTest, TimeoutFailsTheCallAndLaterCallsWork) {
   EXPECT_EQ(rt().rpcSync("w2", "identity", {int64_t{7}}).toInt(), 7);
 }
 
+// The timeout thread is woken only for a deadline earlier than its planned
+// wake-up: a short timeout made while a long one is in flight, and one made
+// after a burst of calls that never woke it, still fail as timeouts, and the
+// long call still completes.
+TEST_F(RuntimeTest, ShortTimeoutsBehindLongOnesStillFire) {
+  for (int64_t i = 0; i < 200; ++i) EXPECT_EQ(echo(i).toInt(), i);
+  runtime::CallOptions longer{std::chrono::seconds(30)};
+  runtime::Future slow = rt().rpcAsync("w2", "sleep_ms", {int64_t{600}}, longer);
+  runtime::CallOptions shorter{std::chrono::milliseconds(50)};
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(codeOf([&] { rt().rpcSync("w2", "sleep_ms", {int64_t{1500}}, shorter); }),
+            ErrorCode::kTimeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1200));
+  runtime::CallOptions tick{std::chrono::milliseconds(250)};  // beyond the thread's tick
+  EXPECT_EQ(codeOf([&] { rt().rpcSync("w2", "sleep_ms", {int64_t{1500}}, tick); }),
+            ErrorCode::kTimeout);
+  EXPECT_FALSE(slow.hasError()) << slow.errorMessage();
+}
+
 TEST_F(RuntimeTest, AsyncCallsThenAndNestedCalls) {
   std::vector<runtime::Future> futures;
   for (int64_t i = 0; i < 1000; ++i) futures.push_back(rt().rpcAsync("w1", "identity", {i}));

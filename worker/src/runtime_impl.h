@@ -273,6 +273,13 @@ class RuntimeImpl {
   std::multimap<Clock::time_point, std::shared_ptr<tensorpipe::Pipe>> closes_;
   static constexpr std::chrono::seconds kRefusedPipeGrace{10};
   std::condition_variable pendingCv_;  // deadlines or closes changed / pending drained
+  // When the timeout thread wakes on its own next (under pendingMu_; min():
+  // it is not waiting). A call whose deadline is no earlier needs no wake-up:
+  // waking it costs a futex call on each side of every call, which was most of
+  // a small call's bookkeeping. It never sleeps longer than kTimeoutTick, so an
+  // idle runtime never needs waking for a call either.
+  Clock::time_point timeoutWake_ = Clock::time_point::min();
+  static constexpr std::chrono::milliseconds kTimeoutTick{100};
   std::atomic<uint64_t> nextCallId_{1};
   std::thread timeoutThread_;
   bool stopTimeouts_ = false;  // under pendingMu_
