@@ -84,6 +84,26 @@ TEST_F(RuntimeTest, TensorsOfEveryShapeRoundTrip) {
                         at::ones({3}).add(at::ones({3}))));
 }
 
+// Payloads up to 32 KiB travel inside the message's metadata, larger ones
+// apart; a burst of async calls goes in batches whose payloads stay apart.
+// Values on both sides of the limit, alone and in bursts, arrive intact.
+TEST_F(RuntimeTest, PayloadsAroundTheInlineLimitRoundTripAloneAndInBursts) {
+  for (size_t size :
+       {size_t{0}, size_t{100}, size_t{32 * 1024 - 64}, size_t{32 * 1024 + 64}, size_t{1} << 20}) {
+    const std::string text(size, 'x');
+    EXPECT_EQ(echo(text).toStringRef(), text) << size << " bytes";
+  }
+  std::vector<runtime::Future> burst;
+  for (int64_t i = 0; i < 600; ++i) {
+    burst.push_back(rt().rpcAsync("w1", "identity",
+                                  {std::string(i % 3 == 0 ? 20000 : 10, 'a') + std::to_string(i)}));
+  }
+  for (int64_t i = 0; i < 600; ++i) {
+    const std::string expected = std::string(i % 3 == 0 ? 20000 : 10, 'a') + std::to_string(i);
+    EXPECT_EQ(burst[i].value().toStringRef(), expected);
+  }
+}
+
 TEST_F(RuntimeTest, RemoteExceptionNamesTheWorkerAndMessage) {
   std::string message;
   EXPECT_EQ(codeOf([&] { rt().rpcSync("w1", "raise", {std::string("bad input")}); }, &message),

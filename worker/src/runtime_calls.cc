@@ -113,6 +113,7 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   std::shared_ptr<tensorpipe::Pipe> pipe = pipeTo(to, generation, &writes);
   pending.generation = generation;
   bool wakeTimeouts = false;
+  bool alone = false;  // no other call to `to` unanswered
   std::exception_ptr refused;
   {
     std::lock_guard<std::mutex> lock(pendingMu_);
@@ -132,6 +133,7 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
         wakeTimeouts = pending.deadline < timeoutWake_;
       }
       pending_.emplace(id, std::move(pending));
+      alone = unanswered_[to]++ == 0;
     }
   }
   if (refused) {
@@ -143,6 +145,7 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
     return future;
   }
   if (wakeTimeouts) pendingCv_.notify_all();
+  message->inlinePayload = alone;  // else a burst: keep the batching window (WriteQueue)
   enqueueWrite(
       pipe, *writes, std::move(message),
       [this, to, generation](const std::string& why) { failPeer(to, generation, why); }, writes);
@@ -156,6 +159,7 @@ std::optional<RuntimeImpl::Pending> RuntimeImpl::takePending(uint64_t id) {
   Pending pending = std::move(it->second);
   if (pending.deadline != Clock::time_point::max()) deadlines_.erase({pending.deadline, id});
   pending_.erase(it);
+  unanswered_[pending.peer]--;
   // Only a graceful shutdown waits for pending_ to drain (ShutdownCoordinator::run
   // sets closing_ first): anyone else would wake the timeout thread for nothing.
   if (pending_.empty() && closing_.load()) pendingCv_.notify_all();
@@ -240,6 +244,7 @@ void RuntimeImpl::timeoutLoop() {
     if (it == pending_.end()) continue;
     Pending pending = std::move(it->second);
     pending_.erase(it);
+    unanswered_[pending.peer]--;
     lock.unlock();
     const std::string& peerName = workers_[pending.peer].name;
     pending.future->fail(std::make_exception_ptr(
