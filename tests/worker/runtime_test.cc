@@ -105,11 +105,15 @@ TEST_F(RuntimeTest, PayloadsAroundTheInlineLimitRoundTripAloneAndInBursts) {
 }
 
 TEST_F(RuntimeTest, RemoteExceptionNamesTheWorkerAndMessage) {
-  std::string message;
-  EXPECT_EQ(codeOf([&] { rt().rpcSync("w1", "raise", {std::string("bad input")}); }, &message),
-            ErrorCode::kRemoteException);
-  EXPECT_NE(message.find("w1"), std::string::npos) << message;
-  EXPECT_NE(message.find("bad input"), std::string::npos) << message;
+  for (const char* function : {"raise", "raise_inline"}) {  // on the pool, and runInline
+    std::string message;
+    EXPECT_EQ(codeOf([&] { rt().rpcSync("w1", function, {std::string("bad input")}); }, &message),
+              ErrorCode::kRemoteException)
+        << function;
+    EXPECT_NE(message.find("w1"), std::string::npos) << message;
+    EXPECT_NE(message.find("bad input"), std::string::npos) << message;
+  }
+  EXPECT_EQ(echo(int64_t{5}).toInt(), 5);  // the pipe still serves
 }
 
 TEST_F(RuntimeTest, UnknownFunctionIsAClearError) {
