@@ -3,7 +3,11 @@ map {0: 1}, or {0: 0} on a one-GPU machine: both processes on cuda:0) measured l
 benchmarks/gpu/gpu_bench.cc, and the CUDA RPC recipe's experiment as the recipe has it
 (MyModule, 10 iterations of forward and dist_autograd.backward, "cpu" and "cuda" modes;
 one iteration first, untimed, as gpu_bench.cc does). One JSON line on stdout; the recipe's
-own lines on stderr. RPCJOB_GPU_PEER_DEVICE picks the worker's GPU as in gpu_bench.cc."""
+own lines on stderr. RPCJOB_GPU_PEER_DEVICE picks the worker's GPU as in gpu_bench.cc.
+The CPU figures (cpu_*) are measured as rpcjob-bench measures ours (worker/tools/pair_bench.cc):
+small-call p50/p99 of 2000 sync calls with a one-element tensor after 200 untimed, the best
+of 3 rounds of 20000 async calls with an int in flight at once, and the median of 20 (4 MB)
+and 5 (400 MB) round trips of float32 CPU tensors, one untimed first."""
 import json
 import os
 import sys
@@ -79,6 +83,36 @@ def round_trips(x, warmup, n):
     return out
 
 
+def cpu_round_trips(x, warmup, n):
+    out = []
+    for i in range(warmup + n):
+        t0 = time.perf_counter()
+        rpc.rpc_sync("worker1", identity, args=(x,))
+        t1 = time.perf_counter()
+        if i >= warmup:
+            out.append(t1 - t0)
+    out.sort()
+    return out
+
+
+def cpu_async_rate(n):
+    t0 = time.perf_counter()
+    futures = [rpc.rpc_async("worker1", identity, args=(i,)) for i in range(n)]
+    torch.futures.wait_all(futures)
+    return n / (time.perf_counter() - t0)
+
+
+def cpu_figures():
+    small = cpu_round_trips(torch.ones(1), 200, 2000)
+    rt4 = cpu_round_trips(torch.ones(1 << 20), 1, 20)  # 4 MiB, as at::ones({1 << 20})
+    rt400 = cpu_round_trips(torch.ones(100 * 1000 * 1000), 1, 5)  # 400e6 bytes
+    return {"cpu_small_rtt_p50_us": round(pct(small, 0.5) * 1e6, 2),
+            "cpu_small_rtt_p99_us": round(pct(small, 0.99) * 1e6, 2),
+            "cpu_async_calls_per_s": round(max(cpu_async_rate(20000) for _ in range(3))),
+            "cpu_rtt_4mb_ms": round(pct(rt4, 0.5) * 1e3, 3),
+            "cpu_rtt_400mb_ms": round(pct(rt400, 0.5) * 1e3, 3)}
+
+
 def pct(v, p):
     return v[min(len(v) - 1, int(p * len(v)))]
 
@@ -118,6 +152,7 @@ def run(rank, port):
                 y = rpc.rpc_sync("worker1", linear1, args=(lm(x),))
             torch.cuda.current_stream(0).synchronize()
             split = time.perf_counter() - t0
+        cpu = cpu_figures() if everything else {}
         recipe_cpu = recipe("cpu")
         recipe_cuda = recipe("cuda")
         print(json.dumps({"impl": "pytorch", "devices": f"cuda:0->cuda:{peer}",
@@ -131,7 +166,7 @@ def run(rank, port):
                                                  round(pct(r400, 0.9) * 1e3, 3)],
                           "model_split_s": round(split, 4),
                           "recipe_cpu_rpc_s": round(recipe_cpu, 4),
-                          "recipe_cuda_rpc_s": round(recipe_cuda, 4)}), flush=True)
+                          "recipe_cuda_rpc_s": round(recipe_cuda, 4), **cpu}), flush=True)
     rpc.shutdown()
 
 

@@ -71,6 +71,40 @@ TEST(HeaderCodec, RoundTripsAutogradFieldsAndRejectsEveryTruncation) {
   EXPECT_TRUE(out.requiresGrad.empty());
 }
 
+TEST(HeaderCodec, InlinePayloadRoundTripsAfterEveryOptionalFieldAndRejectsLies) {
+  Header h;
+  h.function = "f";
+  h.hasRRef = true;
+  h.rref = {1, 2};
+  h.hasAutograd = true;
+  h.requiresGrad = {true, false, true};
+  const std::string payload("\xF5\x01payload\0bytes", 16);
+  std::string bytes = encodeHeader(h);
+  Header plain;
+  ASSERT_EQ(decodeHeader(bytes.data(), bytes.size(), plain), "");
+  EXPECT_FALSE(plain.inlinePayload);
+  appendInlinePayload(bytes, payload.data(), payload.size());
+  Header out;
+  ASSERT_EQ(decodeHeader(bytes.data(), bytes.size(), out), "");
+  ASSERT_TRUE(out.inlinePayload);
+  EXPECT_EQ(std::string(bytes.data() + out.payloadOffset, out.payloadLength), payload);
+  EXPECT_EQ(out.rref, h.rref);
+  EXPECT_EQ(out.requiresGrad, h.requiresGrad);
+  for (size_t n = 0; n < bytes.size(); ++n) {  // a truncated payload included
+    Header cut;
+    EXPECT_NE(decodeHeader(bytes.data(), n, cut), "") << "length " << n;
+  }
+  // A length over the limit is refused before the bytes are looked at.
+  std::string huge = encodeHeader(Header{});
+  appendInlinePayload(huge, "", 0);
+  const uint32_t tooLong = kMaxInlinePayload + 1;
+  huge.replace(huge.size() - sizeof(tooLong), sizeof(tooLong),
+               reinterpret_cast<const char*>(&tooLong), sizeof(tooLong));
+  huge.append(tooLong, 'x');
+  Header refused;
+  EXPECT_EQ(decodeHeader(huge.data(), huge.size(), refused), "inline payload too long");
+}
+
 TEST(HeaderCodec, RejectsWrongVersionTypeAndLengths) {
   std::string bytes = encodeHeader(Header{});
   Header out;

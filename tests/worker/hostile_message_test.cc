@@ -483,6 +483,46 @@ TEST_F(HostileMessageTest, AHeaderThatDoesNotDecodeClosesThePipe) {
   }
 }
 
+// A payload travels either inside the metadata (wire::kInlinePayload) or as
+// TensorPipe's payload, never both; and a batch's parts carry theirs in the
+// batch. The control: the inline form alone is answered.
+TEST_F(HostileMessageTest, APayloadBothInlineAndApartOrInlineInABatchClosesThePipe) {
+  const float values[4] = {1, 2, 3, 4};
+  auto inlined = [&] {
+    tensorpipe::Message m = identityCall(tensorEntry(c10::kFloat, {4}, values, sizeof(values)));
+    wire::appendInlinePayload(m.metadata, payload_.data(), payload_.size());
+    return m;
+  };
+  tensorpipe::Message alone = inlined();
+  alone.payloads.clear();
+  Outcome outcome = send(std::move(alone));
+  ASSERT_FALSE(outcome.hung);
+  ASSERT_TRUE(outcome.answer) << "closed: " << outcome.closedWith;
+  EXPECT_EQ(outcome.answer->type, wire::MessageType::kResponse) << outcome.answer->error;
+
+  expectRefused(inlined(), "more than one payload");
+
+  wire::Header part;
+  part.type = wire::MessageType::kCall;
+  part.id = 1;
+  part.function = "identity";
+  std::vector<char> args;
+  wire::FastEncoder encoder(args);
+  encoder.tuple(1);
+  encoder.integer(7);
+  std::string partHeader = wire::encodeHeader(part);
+  wire::appendInlinePayload(partHeader, args.data(), args.size());
+  wire::Header batchHeader;
+  batchHeader.type = wire::MessageType::kBatch;
+  std::vector<char> batch;
+  wire::appendBatchCount(batch, 1);
+  wire::appendBatchEntry(batch, partHeader, nullptr, 0);
+  tensorpipe::Message m;
+  m.metadata = wire::encodeHeader(batchHeader);
+  m.payloads.push_back({batch.data(), batch.size(), ""});
+  expectRefused(std::move(m), "an inline payload inside a batch", HeaderReadable::kNo);
+}
+
 // Distributed autograd's header fields: a peer that did not name itself may not
 // use them, and flags that do not match the value (or mark a tensor that cannot
 // require grad) are a bad request, answered, not a crash; the pipe stays usable.

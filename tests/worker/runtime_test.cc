@@ -84,12 +84,36 @@ TEST_F(RuntimeTest, TensorsOfEveryShapeRoundTrip) {
                         at::ones({3}).add(at::ones({3}))));
 }
 
+// Payloads up to 32 KiB travel inside the message's metadata, larger ones
+// apart; a burst of async calls goes in batches whose payloads stay apart.
+// Values on both sides of the limit, alone and in bursts, arrive intact.
+TEST_F(RuntimeTest, PayloadsAroundTheInlineLimitRoundTripAloneAndInBursts) {
+  for (size_t size :
+       {size_t{0}, size_t{100}, size_t{32 * 1024 - 64}, size_t{32 * 1024 + 64}, size_t{1} << 20}) {
+    const std::string text(size, 'x');
+    EXPECT_EQ(echo(text).toStringRef(), text) << size << " bytes";
+  }
+  std::vector<runtime::Future> burst;
+  for (int64_t i = 0; i < 600; ++i) {
+    burst.push_back(rt().rpcAsync("w1", "identity",
+                                  {std::string(i % 3 == 0 ? 20000 : 10, 'a') + std::to_string(i)}));
+  }
+  for (int64_t i = 0; i < 600; ++i) {
+    const std::string expected = std::string(i % 3 == 0 ? 20000 : 10, 'a') + std::to_string(i);
+    EXPECT_EQ(burst[i].value().toStringRef(), expected);
+  }
+}
+
 TEST_F(RuntimeTest, RemoteExceptionNamesTheWorkerAndMessage) {
-  std::string message;
-  EXPECT_EQ(codeOf([&] { rt().rpcSync("w1", "raise", {std::string("bad input")}); }, &message),
-            ErrorCode::kRemoteException);
-  EXPECT_NE(message.find("w1"), std::string::npos) << message;
-  EXPECT_NE(message.find("bad input"), std::string::npos) << message;
+  for (const char* function : {"raise", "raise_inline"}) {  // on the pool, and runInline
+    std::string message;
+    EXPECT_EQ(codeOf([&] { rt().rpcSync("w1", function, {std::string("bad input")}); }, &message),
+              ErrorCode::kRemoteException)
+        << function;
+    EXPECT_NE(message.find("w1"), std::string::npos) << message;
+    EXPECT_NE(message.find("bad input"), std::string::npos) << message;
+  }
+  EXPECT_EQ(echo(int64_t{5}).toInt(), 5);  // the pipe still serves
 }
 
 TEST_F(RuntimeTest, UnknownFunctionIsAClearError) {
@@ -108,6 +132,25 @@ TEST_F(RuntimeTest, TimeoutFailsTheCallAndLaterCallsWork) {
             ErrorCode::kTimeout);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1200));
   EXPECT_EQ(rt().rpcSync("w2", "identity", {int64_t{7}}).toInt(), 7);
+}
+
+// The timeout thread is woken only for a deadline earlier than its planned
+// wake-up: a short timeout made while a long one is in flight, and one made
+// after a burst of calls that never woke it, still fail as timeouts, and the
+// long call still completes.
+TEST_F(RuntimeTest, ShortTimeoutsBehindLongOnesStillFire) {
+  for (int64_t i = 0; i < 200; ++i) EXPECT_EQ(echo(i).toInt(), i);
+  runtime::CallOptions longer{std::chrono::seconds(30)};
+  runtime::Future slow = rt().rpcAsync("w2", "sleep_ms", {int64_t{600}}, longer);
+  runtime::CallOptions shorter{std::chrono::milliseconds(50)};
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(codeOf([&] { rt().rpcSync("w2", "sleep_ms", {int64_t{1500}}, shorter); }),
+            ErrorCode::kTimeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1200));
+  runtime::CallOptions tick{std::chrono::milliseconds(250)};  // beyond the thread's tick
+  EXPECT_EQ(codeOf([&] { rt().rpcSync("w2", "sleep_ms", {int64_t{1500}}, tick); }),
+            ErrorCode::kTimeout);
+  EXPECT_FALSE(slow.hasError()) << slow.errorMessage();
 }
 
 TEST_F(RuntimeTest, AsyncCallsThenAndNestedCalls) {

@@ -108,6 +108,12 @@ void registerTestFunctions(runtime::Runtime& rt) {
     throw std::runtime_error("boom from " + call.runtime.self().name + ": " +
                              args.at(0).toStringRef());
   });
+  rt.registerFunction("raise_inline",
+                      [](const CallInfo& call, Args args) -> c10::IValue {
+                        throw std::runtime_error("boom from " + call.runtime.self().name + ": " +
+                                                 args.at(0).toStringRef());
+                      },
+                      {true});
   rt.registerFunction("sleep_ms", [](const CallInfo&, Args args) {
     std::this_thread::sleep_for(std::chrono::milliseconds(args.at(0).toInt()));
     return args.at(0);

@@ -155,6 +155,15 @@ std::string decodeHeader(const char* data, size_t size, Header& out) {
       }
     }
   }
+  out.inlinePayload = (flags & kInlinePayload) != 0;
+  out.payloadOffset = out.payloadLength = 0;
+  if (out.inlinePayload) {
+    uint32_t length = r.fixed<uint32_t>();
+    if (length > kMaxInlinePayload) return "inline payload too long";
+    out.payloadOffset = r.position();
+    out.payloadLength = length;
+    r.skip(length);
+  }
   if (!r.ok()) return r.error();
   if (type < static_cast<uint8_t>(MessageType::kHello) ||
       type > static_cast<uint8_t>(MessageType::kLast)) {
@@ -163,10 +172,22 @@ std::string decodeHeader(const char* data, size_t size, Header& out) {
   if (errorKind > static_cast<uint8_t>(ErrorKind::kLast)) {
     return "unknown error kind " + std::to_string(errorKind);
   }
-  if ((flags & ~(kHasRRef | kHasAutograd)) != 0) return "unknown flags " + std::to_string(flags);
+  if ((flags & ~(kHasRRef | kHasAutograd | kInlinePayload)) != 0) {
+    return "unknown flags " + std::to_string(flags);
+  }
   out.type = static_cast<MessageType>(type);
   out.errorKind = static_cast<ErrorKind>(errorKind);
   return {};
+}
+
+void appendInlinePayload(std::string& encodedHeader, const char* data, size_t size) {
+  constexpr size_t kFlagsAt = 5;  // "RJ", version, type, errorKind, flags
+  encodedHeader[kFlagsAt] = static_cast<char>(encodedHeader[kFlagsAt] | kInlinePayload);
+  const auto length = static_cast<uint32_t>(size);
+  char bytes[sizeof(length)];
+  std::memcpy(bytes, &length, sizeof(length));
+  encodedHeader.append(bytes, sizeof(length));
+  encodedHeader.append(data, size);
 }
 
 int64_t numElements(const std::vector<int64_t>& sizes) {

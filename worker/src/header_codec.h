@@ -12,7 +12,8 @@
 //   if flags & kHasRRef: rref (i32 worker, u64 local) and fork (i32 worker, u64 local) |
 //   if flags & kHasAutograd: context i64 | sendId i64 | u32 tensor count +
 //     ceil(count / 8) bytes of bits, one per tensor of the value in walk order
-//     (autograd/tensor_walk.h): set for a tensor that requires grad
+//     (autograd/tensor_walk.h): set for a tensor that requires grad |
+//   if flags & kInlinePayload: the message's payload, u32 length + bytes (last)
 // A newer minor addition appends fields after these; a different version byte is
 // rejected so that mismatched builds fail loudly instead of misreading.
 //
@@ -63,6 +64,13 @@ inline constexpr uint8_t kHasRRef = 1;
 // The message belongs to a distributed autograd context (worker/src/autograd/).
 inline constexpr uint8_t kHasAutograd = 2;
 inline constexpr size_t kMaxAutogradTensors = size_t{1} << 20;
+// The payload travels inside the metadata, after the header (appendInlinePayload):
+// one transport message per RPC message instead of two (the descriptor, then the
+// payload), which was a third of TensorPipe's work per small call. Payloads up to
+// kMaxInlinePayload only: TensorPipe's shm and ibv transports need the whole
+// descriptor in their ring buffer (2 MiB) at once.
+inline constexpr uint8_t kInlinePayload = 4;
+inline constexpr size_t kMaxInlinePayload = 32 * 1024;
 
 struct GloballyUniqueId {
   int32_t worker = -1;
@@ -92,11 +100,19 @@ struct Header {
   int64_t autogradContext = 0;
   int64_t autogradSendId = 0;
   std::vector<bool> requiresGrad;
+  // Set by decodeHeader for kInlinePayload: where the payload lies in the
+  // decoded bytes (the caller copies it out). encodeHeader ignores them.
+  bool inlinePayload = false;
+  size_t payloadOffset = 0;
+  size_t payloadLength = 0;
 };
 
 std::string encodeHeader(const Header& header);
 // Returns an empty string on success, else what is wrong.
 std::string decodeHeader(const char* data, size_t size, Header& out);
+// Appends `size` (at most kMaxInlinePayload) bytes of payload to an encoded
+// header and sets its kInlinePayload flag.
+void appendInlinePayload(std::string& encodedHeader, const char* data, size_t size);
 
 // Tensor metadata, in each TensorPipe tensor's metadata so the receiver can
 // allocate before reading. dtype is c10::ScalarType's value; the runtime checks it.

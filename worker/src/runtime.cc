@@ -122,6 +122,7 @@ RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::strin
   }
   selfRank_ = it->second;
   failedPipes_.resize(workers_.size());
+  unanswered_.resize(workers_.size());
   if (options_.deviceMaps.empty()) options_.deviceMaps = deviceMapsOf(assignment_, name);
   maxMessageBytes_ = options_.maxMessageBytes > 0 ? options_.maxMessageBytes : memoryLimitBytes();
   pool_ = std::make_shared<ThreadPool>(options_.poolThreads);
@@ -267,57 +268,81 @@ void RuntimeImpl::serveAdmitted(std::shared_ptr<tensorpipe::Pipe> pipe) {
             break;
           }
         }
-      });
+      },
+      server);
 }
 
 void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
-                           std::function<void(IncomingMessage&)> onMessage, ReadErrorFn onError) {
-  pipe->readDescriptor(
-      [this, pipe, onMessage = std::move(onMessage), onError = std::move(onError)](
-          const tensorpipe::Error& error, tensorpipe::Descriptor descriptor) mutable {
-        if (error) {
-          onError(error.what(), nullptr);
-          return;
-        }
-        auto msg = std::make_shared<IncomingMessage>();
-        tensorpipe::Allocation allocation;
-        std::string bad;
-        try {
-          bad = prepareRead(descriptor, *msg, allocation, maxMessageBytes_);
-        } catch (const c10::Error& e) {  // out of (device) memory for what the peer announced
-          bad = std::string("cannot allocate the incoming message: ") + e.what_without_backtrace();
-        } catch (const std::exception& e) {
-          bad = std::string("cannot allocate the incoming message: ") + e.what();
-        }
-        if (!bad.empty()) {
-          // A peer that sends what we cannot parse is broken or hostile: drop the pipe
-          // (its pending calls fail) rather than guess where the next message starts.
-          std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
-                    << pipe->getRemoteName() << "': " << bad << "\n";
-          wire::Header header;
-          const bool decoded =
-              wire::decodeHeader(descriptor.metadata.data(), descriptor.metadata.size(), header)
-                  .empty();
-          onError(bad, decoded ? &header : nullptr);
-          return;
-        }
-        pipe->read(std::move(allocation),
-                   [this, pipe, msg, onMessage = std::move(onMessage),
-                    onError = std::move(onError)](const tensorpipe::Error& error) mutable {
-                     if (error) {
-                       onError(error.what(), nullptr);
-                       return;
-                     }
-                     std::string bad = dispatch(*msg, onMessage);
-                     if (!bad.empty()) {
-                       std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
-                                 << pipe->getRemoteName() << "': " << bad << "\n";
-                       onError(bad, nullptr);
-                       return;
-                     }
-                     readLoop(pipe, std::move(onMessage), std::move(onError));
-                   });
-      });
+                           std::function<void(IncomingMessage&)> onMessage, ReadErrorFn onError,
+                           std::shared_ptr<ServerPipe> server) {
+  pipe->readDescriptor([this, pipe, onMessage = std::move(onMessage), onError = std::move(onError),
+                        server = std::move(server)](const tensorpipe::Error& error,
+                                                    tensorpipe::Descriptor descriptor) mutable {
+    if (error) {
+      onError(error.what(), nullptr);
+      return;
+    }
+    auto msg = std::make_shared<IncomingMessage>();
+    tensorpipe::Allocation allocation;
+    std::string bad;
+    try {
+      bad = prepareRead(descriptor, *msg, allocation, maxMessageBytes_);
+    } catch (const c10::Error& e) {  // out of (device) memory for what the peer announced
+      bad = std::string("cannot allocate the incoming message: ") + e.what_without_backtrace();
+    } catch (const std::exception& e) {
+      bad = std::string("cannot allocate the incoming message: ") + e.what();
+    }
+    if (!bad.empty()) {
+      // A peer that sends what we cannot parse is broken or hostile: drop the pipe
+      // (its pending calls fail) rather than guess where the next message starts.
+      std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
+                << pipe->getRemoteName() << "': " << bad << "\n";
+      wire::Header header;
+      const bool decoded =
+          wire::decodeHeader(descriptor.metadata.data(), descriptor.metadata.size(), header)
+              .empty();
+      onError(bad, decoded ? &header : nullptr);
+      return;
+    }
+    pipe->read(std::move(allocation),
+               [this, pipe, msg, onMessage = std::move(onMessage), onError = std::move(onError),
+                server = std::move(server)](const tensorpipe::Error& error) mutable {
+                 if (error) {
+                   onError(error.what(), nullptr);
+                   return;
+                 }
+                 const bool corked = server != nullptr && corkWrites(*server);
+                 std::string bad = dispatch(*msg, onMessage);
+                 if (corked) uncorkWrites(server);
+                 if (!bad.empty()) {
+                   std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
+                             << pipe->getRemoteName() << "': " << bad << "\n";
+                   onError(bad, nullptr);
+                   return;
+                 }
+                 readLoop(pipe, std::move(onMessage), std::move(onError), std::move(server));
+               });
+  });
+}
+
+bool RuntimeImpl::corkWrites(ServerPipe& server) {
+  std::lock_guard<std::mutex> lock(server.writes.mu);
+  if (server.writes.busy) return false;
+  server.writes.busy = true;
+  return true;
+}
+
+void RuntimeImpl::uncorkWrites(const std::shared_ptr<ServerPipe>& server) {
+  std::vector<std::shared_ptr<OutgoingMessage>> held;
+  {
+    std::lock_guard<std::mutex> lock(server->writes.mu);
+    held.swap(server->writes.queued);
+    if (held.empty()) {
+      server->writes.busy = false;
+      return;
+    }
+  }
+  flushWrites(server->pipe, server->writes, std::move(held), nullptr, server);
 }
 
 std::string RuntimeImpl::dispatch(IncomingMessage& msg,
@@ -347,6 +372,7 @@ std::string RuntimeImpl::dispatchBatch(IncomingMessage& batch,
     bad = wire::decodeHeader(batch.payload.data() + e.headerOffset, e.headerLength, sub.header);
     if (!bad.empty()) return "bad header in a batch: " + bad;
     if (sub.header.type == wire::MessageType::kBatch) return "a batch inside a batch";
+    if (sub.header.inlinePayload) return "an inline payload inside a batch";
     const char* payload = batch.payload.data() + e.payloadOffset;
     sub.payload.assign(payload, payload + e.payloadLength);
     onMessage(sub);
@@ -385,6 +411,7 @@ void RuntimeImpl::connectLocked(Peer& peer) {
   // The hello goes first; calls made before startClientPipe() queue behind it.
   peer.writes = std::make_shared<WriteQueue>();
   peer.writes->busy = true;
+  peer.writes->client = true;
   wire::Header hello;
   hello.type = wire::MessageType::kHello;
   peer.writes->queued.push_back(makeRawMessage(hello, descriptorsBlob_));
@@ -459,6 +486,7 @@ void RuntimeImpl::flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wri
       continue;
     }
     auto batch = std::make_shared<OutgoingMessage>();
+    batch->inlinePayload = !writes.client;
     wire::Header h;
     h.type = wire::MessageType::kBatch;
     batch->header = wire::encodeHeader(h);
@@ -588,6 +616,7 @@ void RuntimeImpl::failPeer(int rank, uint64_t generation, const std::string& why
         deadlines_.erase({it->second.deadline, it->first});
         failed.push_back(std::move(it->second));
         it = pending_.erase(it);
+        unanswered_[rank]--;
       } else {
         ++it;
       }

@@ -112,7 +112,8 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   std::shared_ptr<WriteQueue> writes;
   std::shared_ptr<tensorpipe::Pipe> pipe = pipeTo(to, generation, &writes);
   pending.generation = generation;
-  bool earliest = false;
+  bool wakeTimeouts = false;
+  bool alone = false;  // no other call to `to` unanswered
   std::exception_ptr refused;
   {
     std::lock_guard<std::mutex> lock(pendingMu_);
@@ -128,10 +129,11 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
                    "connection to worker '" + peerName + "' failed: " + failedPipes_[to].why));
     } else {
       if (pending.deadline != Clock::time_point::max()) {
-        auto it = deadlines_.insert({pending.deadline, id}).first;
-        earliest = it == deadlines_.begin();
+        deadlines_.insert({pending.deadline, id});
+        wakeTimeouts = pending.deadline < timeoutWake_;
       }
       pending_.emplace(id, std::move(pending));
+      alone = unanswered_[to]++ == 0;
     }
   }
   if (refused) {
@@ -142,7 +144,8 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
     }
     return future;
   }
-  if (earliest) pendingCv_.notify_all();
+  if (wakeTimeouts) pendingCv_.notify_all();
+  message->inlinePayload = alone;  // else a burst: keep the batching window (WriteQueue)
   enqueueWrite(
       pipe, *writes, std::move(message),
       [this, to, generation](const std::string& why) { failPeer(to, generation, why); }, writes);
@@ -156,7 +159,10 @@ std::optional<RuntimeImpl::Pending> RuntimeImpl::takePending(uint64_t id) {
   Pending pending = std::move(it->second);
   if (pending.deadline != Clock::time_point::max()) deadlines_.erase({pending.deadline, id});
   pending_.erase(it);
-  if (pending_.empty()) pendingCv_.notify_all();
+  unanswered_[pending.peer]--;
+  // Only a graceful shutdown waits for pending_ to drain (ShutdownCoordinator::run
+  // sets closing_ first): anyone else would wake the timeout thread for nothing.
+  if (pending_.empty() && closing_.load()) pendingCv_.notify_all();
   return pending;
 }
 
@@ -224,14 +230,12 @@ void RuntimeImpl::timeoutLoop() {
       continue;
     }
     if (deadlines_.empty() || now < deadlines_.begin()->first) {
-      auto next = Clock::time_point::max();
-      if (!deadlines_.empty()) next = deadlines_.begin()->first;
+      auto next = now + kTimeoutTick;
+      if (!deadlines_.empty()) next = std::min(next, deadlines_.begin()->first);
       if (!closes_.empty()) next = std::min(next, closes_.begin()->first);
-      if (next == Clock::time_point::max()) {
-        pendingCv_.wait(lock);
-      } else {
-        pendingCv_.wait_until(lock, next);
-      }
+      timeoutWake_ = next;
+      pendingCv_.wait_until(lock, next);
+      timeoutWake_ = Clock::time_point::min();
       continue;
     }
     auto first = *deadlines_.begin();
@@ -240,6 +244,7 @@ void RuntimeImpl::timeoutLoop() {
     if (it == pending_.end()) continue;
     Pending pending = std::move(it->second);
     pending_.erase(it);
+    unanswered_[pending.peer]--;
     lock.unlock();
     const std::string& peerName = workers_[pending.peer].name;
     pending.future->fail(std::make_exception_ptr(

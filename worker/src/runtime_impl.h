@@ -127,10 +127,22 @@ class RuntimeImpl {
   };
   // Writes to one pipe: while one is in flight, later messages queue and go out
   // together when it completes (tensorless ones as one kBatch message).
+  //
+  // Small messages carry their payload inline (OutgoingMessage::inlinePayload):
+  // one transport message instead of two, and TensorPipe completes such a
+  // write at once, inside pipe->write(). So a write in flight no longer opens
+  // a window in which the next messages queue up, and batches need a reason
+  // of their own. On a client pipe, a request that finds calls to its peer
+  // still unanswered (a burst of rpcAsync) keeps its payload apart, and so do
+  // the batches that follow: their writes complete only once TensorPipe's loop
+  // wrote them, while the caller queues the next ones. On a server pipe, the
+  // responses produced while one read message (or batch) is dispatched are
+  // held (`corked`) and go out together when the dispatch returns.
   struct WriteQueue {
     std::mutex mu;
-    bool busy = false;  // writes in flight (or a flush pending)
+    bool busy = false;  // writes in flight (or a flush pending, or corked)
     std::vector<std::shared_ptr<OutgoingMessage>> queued;
+    bool client = false;  // batches keep their payload apart (above)
   };
   // Our client side of the pipe to one peer.
   struct Peer {
@@ -170,8 +182,15 @@ class RuntimeImpl {
   // could read (too large, bad tensors), that header, so that the caller can be
   // told why (else null). The pipe is not read again either way.
   using ReadErrorFn = std::function<void(const std::string& why, const wire::Header* refused)>;
+  // `server`: a server pipe, whose responses are corked while a message is
+  // dispatched (WriteQueue).
   void readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
-                std::function<void(IncomingMessage&)> onMessage, ReadErrorFn onError);
+                std::function<void(IncomingMessage&)> onMessage, ReadErrorFn onError,
+                std::shared_ptr<ServerPipe> server = nullptr);
+  // Holds `server`'s writes (true), unless a write is in flight anyway; then
+  // writes what was queued meanwhile, as one batch where it can.
+  bool corkWrites(ServerPipe& server);
+  void uncorkWrites(const std::shared_ptr<ServerPipe>& server);
   // Hands a message just read to onMessage (each message of a batch, in turn),
   // with its arrival time set (IncomingMessage::arrived); an error string for a
   // malformed batch.
@@ -273,7 +292,15 @@ class RuntimeImpl {
   std::multimap<Clock::time_point, std::shared_ptr<tensorpipe::Pipe>> closes_;
   static constexpr std::chrono::seconds kRefusedPipeGrace{10};
   std::condition_variable pendingCv_;  // deadlines or closes changed / pending drained
+  // When the timeout thread wakes on its own next (under pendingMu_; min():
+  // it is not waiting). A call whose deadline is no earlier needs no wake-up:
+  // waking it costs a futex call on each side of every call, which was most of
+  // a small call's bookkeeping. It never sleeps longer than kTimeoutTick, so an
+  // idle runtime never needs waking for a call either.
+  Clock::time_point timeoutWake_ = Clock::time_point::min();
+  static constexpr std::chrono::milliseconds kTimeoutTick{100};
   std::atomic<uint64_t> nextCallId_{1};
+  std::vector<int> unanswered_;  // by peer rank, under pendingMu_: calls in pending_
   std::thread timeoutThread_;
   bool stopTimeouts_ = false;  // under pendingMu_
   // By rank, under pendingMu_: the latest pipe generation failPeer swept, and why.

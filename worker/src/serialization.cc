@@ -201,7 +201,9 @@ at::Tensor largeReceiveTensor(const std::vector<int64_t>& sizes, c10::ScalarType
 tensorpipe::Message OutgoingMessage::toTensorpipe() {
   tensorpipe::Message m;
   m.metadata = header;
-  if (hasPayload) {
+  if (hasPayload && inlinePayload && payload.size() <= wire::kMaxInlinePayload) {
+    wire::appendInlinePayload(m.metadata, payload.data(), payload.size());
+  } else if (hasPayload) {
     tensorpipe::Message::Payload p;
     p.data = payload.data();
     p.length = payload.size();
@@ -278,13 +280,16 @@ std::string prepareRead(const tensorpipe::Descriptor& descriptor, IncomingMessag
   std::string error =
       wire::decodeHeader(descriptor.metadata.data(), descriptor.metadata.size(), in.header);
   if (!error.empty()) return "bad header: " + error;
-  if (descriptor.payloads.size() > 1) return "more than one payload";
+  if (descriptor.payloads.size() > (in.header.inlinePayload ? 0 : 1)) {
+    return "more than one payload";
+  }
   if (descriptor.payloads.size() == 1 && descriptor.payloads[0].length > kMaxPayload) {
     return "payload too large";
   }
   // Everything is checked before anything is allocated.
   std::vector<wire::TensorMeta> metas(descriptor.tensors.size());
-  std::uint64_t hostBytes = descriptor.payloads.empty() ? 0 : descriptor.payloads[0].length;
+  std::uint64_t hostBytes =
+      descriptor.payloads.empty() ? in.header.payloadLength : descriptor.payloads[0].length;
   for (size_t i = 0; i < descriptor.tensors.size(); ++i) {
     const auto& d = descriptor.tensors[i];
     wire::TensorMeta& meta = metas[i];
@@ -317,7 +322,10 @@ std::string prepareRead(const tensorpipe::Descriptor& descriptor, IncomingMessag
            " bytes of host memory is over this worker's limit of " + std::to_string(maxBytes) +
            " bytes (RuntimeOptions::maxMessageBytes, RPCJOB_MAX_MESSAGE_BYTES)";
   }
-  if (descriptor.payloads.size() == 1) {
+  if (in.header.inlinePayload) {  // bounded by kMaxInlinePayload, already received
+    const char* inlined = descriptor.metadata.data() + in.header.payloadOffset;
+    in.payload.assign(inlined, inlined + in.header.payloadLength);
+  } else if (descriptor.payloads.size() == 1) {
     in.payload.resize(descriptor.payloads[0].length);
     allocation.payloads.push_back({in.payload.data()});
   }

@@ -42,6 +42,10 @@ struct OutgoingMessage {
   std::vector<at::Tensor> tensors;
   std::vector<std::string> tensorMeta;
   bool hasPayload = false;
+  // A payload up to wire::kMaxInlinePayload travels inside the metadata (one
+  // transport message), unless the sender keeps it apart (RuntimeImpl::WriteQueue
+  // says when).
+  bool inlinePayload = true;
   // CUDA build: per tensor, its device at the peer (-1: cpu) and the stream it
   // is sent from (a cudaStream_t; null for host memory). Empty otherwise.
   std::vector<int> targets;

@@ -2,6 +2,8 @@
 
 #include <tensorpipe/tensorpipe.h>
 
+#include <algorithm>
+
 #include "runtime_impl.h"
 
 namespace rpcjob::runtime {
@@ -97,6 +99,7 @@ void RuntimeImpl::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline
     std::lock_guard<std::mutex> lock(pendingMu_);
     for (auto& [id, p] : pending_) failed.push_back(std::move(p));
     pending_.clear();
+    std::fill(unanswered_.begin(), unanswered_.end(), 0);
     deadlines_.clear();
     closes_.clear();  // the context is closed: so are they
     stopTimeouts_ = true;

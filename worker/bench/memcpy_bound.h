@@ -1,0 +1,26 @@
+#pragma once
+// The host's memory-copy bandwidth: the bound of a CPU round trip of a large
+// tensor between two processes on one host. rpcjob_cma moves each direction
+// with one copy (process_vm_readv from the sender's tensor into the receiver's),
+// split over its threads, so a round trip of B bytes copies 2 x B bytes, and at
+// best takes 2 x B / (the best bandwidth a copy of B bytes reaches with that
+// many threads). Measured in the same run as the round trip it bounds.
+
+#include <cstddef>
+
+namespace rpcjob::bench {
+
+struct CopyBound {
+  double gbps = 0;  // the best copy bandwidth, 1e9 bytes/s (bytes copied per second)
+  int threads = 0;  // with this many threads
+};
+
+// Best of `rounds` copies of `bytes` between two buffers touched beforehand,
+// with 1 and with `threads` threads (each copying its own contiguous slice).
+CopyBound measureCopyBound(size_t bytes, int threads, int rounds = 5);
+
+// The copy channel's threads, as rpcjob_cma picks them: RPCJOB_MTCMA_THREADS,
+// else min(8, hardware threads).
+int copyChannelThreads();
+
+}  // namespace rpcjob::bench
