@@ -204,12 +204,16 @@ spec:
           containers: [{name: w}]
 )yaml";
 
+// The local plan every launch test starts from: a 4-CPU machine, ports from 30000.
+planner::Plan planOnAFourCpuMachine(const api::RpcJob& job) {
+  planner::PlanOptions options{planner::Target::Local, planner::localEndpoints(30000, 9400)};
+  return planner::planJob(job, planner::localCluster(0, 4000, int64_t{8} << 30), options);
+}
+
 TEST(Launch, CommandsAndEnvironmentAsPodsGetThem) {
   const api::ParseResult parsed = api::parseRpcJob(kJob);
   ASSERT_TRUE(parsed.ok()) << api::formatErrors(parsed.errors);
-  planner::PlanOptions options{planner::Target::Local, planner::localEndpoints(30000, 9400)};
-  const planner::Plan plan =
-      planner::planJob(parsed.job, planner::localCluster(0, 4000, int64_t{8} << 30), options);
+  const planner::Plan plan = planOnAFourCpuMachine(parsed.job);
   ASSERT_TRUE(plan.planned()) << plan.message;
   const Launches l =
       buildLaunches(parsed.job, plan, {"/b/rpcjob-worker", "/run", "/run/a.yaml", "", "/run/s"});
@@ -263,9 +267,7 @@ spec:
 )yaml";
   const api::ParseResult parsed = api::parseRpcJob(job);
   ASSERT_TRUE(parsed.ok()) << api::formatErrors(parsed.errors);
-  planner::PlanOptions options{planner::Target::Local, planner::localEndpoints(30000, 9400)};
-  const planner::Plan plan =
-      planner::planJob(parsed.job, planner::localCluster(0, 4000, int64_t{8} << 30), options);
+  const planner::Plan plan = planOnAFourCpuMachine(parsed.job);
   ASSERT_TRUE(plan.planned()) << plan.message;
   LaunchContext context{"/b/rpcjob-worker", "/run", "/run/a.yaml", "", ""};
   context.intraOpThreads = 5;
@@ -354,9 +356,7 @@ spec:
 )yaml";
   const api::ParseResult parsed = api::parseRpcJob(job);
   ASSERT_TRUE(parsed.ok()) << api::formatErrors(parsed.errors);
-  planner::PlanOptions options{planner::Target::Local, planner::localEndpoints(30000, 9400)};
-  const planner::Plan plan =
-      planner::planJob(parsed.job, planner::localCluster(0, 4000, int64_t{8} << 30), options);
+  const planner::Plan plan = planOnAFourCpuMachine(parsed.job);
   ASSERT_TRUE(plan.planned()) << plan.message;
   const Launches l = buildLaunches(parsed.job, plan,
                                    {"/b/rpcjob-worker", "/run", "/run/a.yaml", "/jobs/mine", ""});
