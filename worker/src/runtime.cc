@@ -20,6 +20,9 @@
 #include "rpcjob/assignment/pair_links.h"
 #include "runtime_impl.h"
 #include "shutdown.h"
+#include "startup/fd_limit.h"
+#include "startup/leader_barrier.h"
+#include "startup/start_plan.h"
 
 namespace rpcjob::runtime {
 namespace {
@@ -128,7 +131,13 @@ RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::strin
   rrefs_ = std::make_unique<RRefContext>(pool_, selfRank_, options_.defaultTimeout);
   autograd_ = std::make_unique<autograd::Container>(*this);
   shutdown_ = std::make_unique<ShutdownCoordinator>(*this);
+  startBarrier_ = std::make_unique<startup::LeaderBarrier>(*this);
   registerBuiltins();
+  functions_[kBuiltinStartJoin] = {nullptr,
+                                   [this](const CallInfo& info, std::vector<c10::IValue> args) {
+                                     return startBarrier_->join(info.caller.rank, std::move(args));
+                                   },
+                                   FunctionOptions{true}};
   objects::registerBuiltins(*this);
 }
 
@@ -153,6 +162,9 @@ void RuntimeImpl::registerFunction(const std::string& name, Function fn, AsyncFu
 void RuntimeImpl::start() {
   if (started_.exchange(true)) throw std::logic_error("start() called twice");
   ignoreSigpipeUnlessHandled();
+  const int world = static_cast<int>(workers_.size());
+  const StartPipes mode = startup::resolve(options_.startPipes, world, options_.fullMeshMaxWorkers);
+  startup::reserveFdsForStart(self().name, mode, world, selfRank_);
   startGate();
 #if RPCJOB_WITH_CUDA
   {
@@ -199,10 +211,35 @@ void RuntimeImpl::start() {
   }
   timeoutThread_ = std::thread([this] { timeoutLoop(); });
   acceptLoop();
-  if (!options_.eagerPipes) return;
+  const auto deadline = Clock::now() + options_.startTimeout;
+  if (mode == StartPipes::kLazy) return;
+  if (mode == StartPipes::kLeaderBarrier) {
+    int64_t ownDevices = 0;
+#if RPCJOB_WITH_CUDA
+    ownDevices = cuda::deviceCount();
+#endif
+    [[maybe_unused]] const std::vector<int64_t> devices = startBarrier_->run(deadline, ownDevices);
+#if RPCJOB_WITH_CUDA
+    // What the full mesh's handshakes check, before any pipe to the peer opens.
+    for (const auto& w : workers_) {
+      deviceMaps_.onPeerDeviceCount(w.name, static_cast<int>(devices[w.rank]));
+    }
+#endif
+  } else {
+    connectEveryPeer(deadline);
+  }
+#if RPCJOB_WITH_CUDA
+  for (const auto& w : workers_) {
+    auto targets = deviceMaps_.forRequest(w.name);
+    if (!targets->error.empty())
+      throw RpcError(ErrorCode::kInvalidArgument, w.name, targets->error);
+  }
+#endif
+}
+
+void RuntimeImpl::connectEveryPeer(Clock::time_point deadline) {
   // Connect to everyone at once, then wait for every handshake, retrying peers
   // that are not listening yet (workers start in any order).
-  auto deadline = Clock::now() + options_.startTimeout;
   for (size_t r = 0; r < peers_.size(); ++r) {
     uint64_t generation;
     pipeTo(static_cast<int>(r), generation);
@@ -216,13 +253,6 @@ void RuntimeImpl::start() {
       pipeTo(static_cast<int>(r), generation);
     }
   }
-#if RPCJOB_WITH_CUDA
-  for (const auto& w : workers_) {
-    auto targets = deviceMaps_.forRequest(w.name);
-    if (!targets->error.empty())
-      throw RpcError(ErrorCode::kInvalidArgument, w.name, targets->error);
-  }
-#endif
 }
 
 void RuntimeImpl::acceptLoop() {
@@ -360,15 +390,29 @@ std::shared_ptr<tensorpipe::Pipe> RuntimeImpl::pipeTo(int rank, uint64_t& genera
   std::shared_ptr<tensorpipe::Pipe> pipe;
   std::shared_ptr<WriteQueue> queue;
   bool fresh = false;
+  std::string full;
   {
     std::lock_guard<std::mutex> lock(peer.mu);
     if (!peer.pipe) {
-      connectLocked(peer);
-      fresh = true;
+      // A pipe that cannot get its descriptors makes TensorPipe abort the
+      // process: fail this call instead (sendRequest sees failedPipes_).
+      full = startup::fdsForPipeProblem(peer.info.name);
+      if (full.empty()) {
+        connectLocked(peer);
+        fresh = true;
+      } else {
+        peer.generation++;
+        peer.lastError = full;
+      }
     }
     generation = peer.generation;
     pipe = peer.pipe;
     queue = peer.writes;
+  }
+  if (!full.empty()) {
+    std::lock_guard<std::mutex> lock(pendingMu_);
+    failedPipes_[rank] = {generation, full};
+    return nullptr;
   }
   // Outside the lock: TensorPipe may run a failing pipe's callbacks inline, and
   // failPeer takes peer.mu.

@@ -44,6 +44,9 @@ namespace rpcjob::runtime {
 namespace autograd {
 class Container;
 }
+namespace startup {
+class LeaderBarrier;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -207,6 +210,8 @@ class RuntimeImpl {
   // is written (or its write failed: the call was served all the same).
   void recordServed(const OutgoingMessage& message);
   bool waitHandshake(int rank, Clock::time_point deadline, std::string& error);
+  // StartPipes::kFullMesh: a pipe to every worker, every handshake awaited.
+  void connectEveryPeer(Clock::time_point deadline);
   void onClientMessage(int rank, uint64_t generation, IncomingMessage& msg);
   void failPeer(int rank, uint64_t generation, const std::string& why);
 
@@ -295,6 +300,7 @@ class RuntimeImpl {
   std::unique_ptr<RRefContext> rrefs_;
   std::unique_ptr<autograd::Container> autograd_;
   std::unique_ptr<class ShutdownCoordinator> shutdown_;
+  std::unique_ptr<startup::LeaderBarrier> startBarrier_;  // StartPipes::kLeaderBarrier
   // Last: its watchdog may still fail a pipe (failPeer) until it is gone.
   std::unique_ptr<auth::PipeGate> gate_;  // null: no secret, pipes are not authenticated
 };

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One start-up measurement: `rpcjob run` of N `rpcjob-worker serve` workers (the startup64 manifests
+# with N replicas and CPU request CPU), then the largest count of open file descriptors and the
+# largest resident set of any worker while the job runs (workers hold HOLD s after start(), so the
+# peak is what start() left open).
+#   B=BUILD_DIR benchmarks/startup/measure.sh noauth|auth N FIRST_PORT [CPU=30m] [HOLD=4] [ENV...]
+# Prints one line: variant, workers, rc, wall seconds, "Succeeded in" seconds, fds, RSS (MiB).
+# ENV: NAME=VALUE pairs exported to the workers (e.g. RPCJOB_START_PIPES=full-mesh).
+set -u
+variant=$1 n=$2 port=$3 cpu=${4:-30m} hold=${5:-4}
+shift 5 2>/dev/null || shift $#
+B=${B:-$PWD/build}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d /tmp/startup-XXXXXX)
+for kv in "$@"; do export "$kv"; done
+sed -e "s/replicas: 64/replicas: $n/" -e "s/cpu: 100m/cpu: $cpu/" \
+  -e "s/rpcjob-worker serve/rpcjob-worker serve --hold-s $hold/" \
+  "$here/startup64-$variant.yaml" > "$tmp/job.yaml"
+s=$(date +%s.%N)
+PATH=$B/worker:$PATH timeout 300 "$B/runner/rpcjob" run "$tmp/job.yaml" --run-dir "$tmp/run" \
+  --first-port "$port" > "$tmp/log" 2>&1 &
+runner=$!
+maxfd=0 maxrss=0
+descendants() {  # the runner's process tree, breadth first
+  local todo=$1 p
+  while [ -n "$todo" ]; do
+    set -- $todo; todo=
+    for p; do echo "$p"; todo="$todo $(cat /proc/"$p"/task/*/children 2>/dev/null)"; done
+    todo=$(echo $todo)
+  done
+}
+while kill -0 $runner 2>/dev/null; do
+  for p in $(descendants $runner); do
+    [ "$(cat /proc/$p/comm 2>/dev/null)" = rpcjob-worker ] || continue
+    f=$(ls /proc/$p/fd 2>/dev/null | wc -l)
+    r=$(awk '/VmRSS/{print $2}' /proc/$p/status 2>/dev/null)
+    [ "$f" -gt "$maxfd" ] && maxfd=$f
+    [ -n "$r" ] && [ "$r" -gt "$maxrss" ] && maxrss=$r
+  done
+  sleep 0.5
+done
+wait $runner
+rc=$?
+e=$(date +%s.%N)
+ok=$(grep -o 'Succeeded in [0-9.]* s' "$tmp/log" | tail -1)
+echo "$variant n=$n rc=$rc wall $(python3 -c "print(round($e-$s,1))") s; ${ok:-no success}; \
+max fds/worker $maxfd; max RSS/worker $((maxrss / 1024)) MiB; log $tmp/log"
