@@ -4,7 +4,8 @@
 # largest resident set of any worker while the job runs (workers hold HOLD s after start(), so the
 # peak is what start() left open).
 #   B=BUILD_DIR benchmarks/startup/measure.sh noauth|auth N FIRST_PORT [CPU=30m] [HOLD=4] [ENV...]
-# Prints one line: variant, workers, rc, wall seconds, "Succeeded in" seconds, fds, RSS (MiB).
+# Prints one line: variant, workers, rc, wall seconds, "Succeeded in" seconds (HOLD included), and
+# over the worker processes the largest and the median of each one's peak descriptors and RSS (MiB).
 # ENV: NAME=VALUE pairs exported to the workers (e.g. RPCJOB_START_PIPES=full-mesh).
 set -u
 variant=$1 n=$2 port=$3 cpu=${4:-30m} hold=${5:-4}
@@ -17,10 +18,10 @@ sed -e "s/replicas: 64/replicas: $n/" -e "s/cpu: 100m/cpu: $cpu/" \
   -e "s/rpcjob-worker serve/rpcjob-worker serve --hold-s $hold/" \
   "$here/startup64-$variant.yaml" > "$tmp/job.yaml"
 s=$(date +%s.%N)
-PATH=$B/worker:$PATH timeout 300 "$B/runner/rpcjob" run "$tmp/job.yaml" --run-dir "$tmp/run" \
+PATH=$B/worker:$PATH timeout ${TIMEOUT:-300} "$B/runner/rpcjob" run "$tmp/job.yaml" --run-dir "$tmp/run" \
   --first-port "$port" > "$tmp/log" 2>&1 &
 runner=$!
-maxfd=0 maxrss=0
+declare -A fds rss  # per worker process: the largest seen
 descendants() {  # the runner's process tree, breadth first
   local todo=$1 p
   while [ -n "$todo" ]; do
@@ -34,14 +35,18 @@ while kill -0 $runner 2>/dev/null; do
     [ "$(cat /proc/$p/comm 2>/dev/null)" = rpcjob-worker ] || continue
     f=$(ls /proc/$p/fd 2>/dev/null | wc -l)
     r=$(awk '/VmRSS/{print $2}' /proc/$p/status 2>/dev/null)
-    [ "$f" -gt "$maxfd" ] && maxfd=$f
-    [ -n "$r" ] && [ "$r" -gt "$maxrss" ] && maxrss=$r
+    [ "$f" -gt "${fds[$p]:-0}" ] && fds[$p]=$f
+    [ -n "$r" ] && [ "$r" -gt "${rss[$p]:-0}" ] && rss[$p]=$r
   done
-  sleep 0.5
+  sleep 0.2
 done
 wait $runner
 rc=$?
 e=$(date +%s.%N)
 ok=$(grep -o 'Succeeded in [0-9.]* s' "$tmp/log" | tail -1)
+stats() {  # max and median of the values on stdin
+  sort -n | awk '{v[NR]=$1} END {if (NR) printf "max %d median %d", v[NR], v[int((NR+1)/2)]; else printf "none"}'
+}
 echo "$variant n=$n rc=$rc wall $(python3 -c "print(round($e-$s,1))") s; ${ok:-no success}; \
-max fds/worker $maxfd; max RSS/worker $((maxrss / 1024)) MiB; log $tmp/log"
+fds/worker $(printf '%s\n' "${fds[@]}" | stats); \
+RSS MiB/worker $(for r in "${rss[@]}"; do echo $((r / 1024)); done | stats); log $tmp/log"

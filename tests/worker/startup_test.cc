@@ -3,10 +3,13 @@
 // starts, workers under a low soft file-descriptor limit. The test process is
 // rank 0 ("driver", the leader); rpcjob_test_worker processes are the others.
 #include <ATen/core/ivalue.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,6 +61,7 @@ class Job {
   }
   static std::string name(int rank) { return rank == 0 ? "driver" : "w" + std::to_string(rank); }
   const std::string& peers() const { return peers_; }
+  int port(int rank) const { return ports_[rank]; }
 
   void spawn(int rank, const std::vector<std::string>& extraEnv, const std::string& shell = "") {
     std::vector<std::string> env;
@@ -256,6 +260,43 @@ TEST(StartupTest, AHardLimitTooLowFailsStartClearly) {
   for (const char* part : {"worker 'w1'", "16 pipes", "RLIMIT_NOFILE", "128"}) {
     EXPECT_NE(err.find(part), std::string::npos) << part << " in: " << err;
   }
+}
+
+// A TCP connection to 127.0.0.1:port, closed at once; false when refused.
+bool connectAndClose(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return connected;
+}
+
+TEST(StartupTest, AConnectionClosedBeforeItsHelloLeavesTheWorkerListening) {
+  // TensorPipe's listener fails for good when a connection closes before its
+  // hello (as a peer that gives up mid-connect does; 64 workers dialling one
+  // leader did): the worker must listen again, or every later pipe to it is
+  // refused.
+  Job job(2);
+  job.spawn(1, {"RPCJOB_START_PIPES=full-mesh"});  // waits in start() for the driver
+  const auto until = Clock::now() + std::chrono::seconds(60);
+  while (!connectAndClose(job.port(1)) && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(connectAndClose(job.port(1)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  runtime::RuntimeOptions options;
+  options.startPipes = StartPipes::kFullMesh;
+  options.startTimeout = std::chrono::seconds(20);
+  runtime::Runtime driver(assignmentFromPeerList(job.peers()), "driver", options);
+  registerTestFunctions(driver);
+  driver.start();  // connects to w1: ECONNREFUSED until the deadline when it no longer listens
+  EXPECT_EQ(driver.rpcSync("w1", "caller", {}).toStringRef(), "driver");
+  driver.shutdown(runtime::ShutdownMode::kGraceful, std::chrono::seconds(30));
+  EXPECT_EQ(job.wait(1, Clock::now() + std::chrono::seconds(30)), 0) << job.stderrOf(1);
+  EXPECT_NE(job.stderrOf(1).find("the listener failed"), std::string::npos) << job.stderrOf(1);
 }
 
 }  // namespace

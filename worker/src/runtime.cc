@@ -201,7 +201,13 @@ void RuntimeImpl::start() {
       urls.push_back("ibv://" + listenHost);
     }
   }
-  listener_ = context_->listen(urls);
+  listenUrls_ = urls;
+  listenHost_ = listenHost;
+  listenPort_ = port;
+  {
+    std::lock_guard<std::mutex> lock(listenerMu_);
+    listener_ = context_->listen(urls);
+  }
   for (const auto& w : assignment_.workers) {
     auto peer = std::make_unique<Peer>();
     peer->info = workers_[w.rank];
@@ -256,10 +262,48 @@ void RuntimeImpl::connectEveryPeer(Clock::time_point deadline) {
 }
 
 void RuntimeImpl::acceptLoop() {
-  listener_->accept([this](const tensorpipe::Error& error, std::shared_ptr<tensorpipe::Pipe> pipe) {
-    if (error) return;  // the listener closed
+  std::shared_ptr<tensorpipe::Listener> listener;
+  {
+    std::lock_guard<std::mutex> lock(listenerMu_);
+    listener = listener_;
+  }
+  listener->accept([this](const tensorpipe::Error& error, std::shared_ptr<tensorpipe::Pipe> pipe) {
+    if (error) {
+      if (!closed_) relisten(error.what());
+      return;
+    }
     onAccepted(std::move(pipe));
     acceptLoop();
+  });
+}
+
+void RuntimeImpl::relisten(const std::string& why) {
+  // TensorPipe's listener closes for good on an error of any connection that
+  // has not sent its hello yet (a peer that gave up mid-connect, as dozens of
+  // peers dialling one worker at once do): the worker would stay deaf, and
+  // every peer dialling it would fail with ECONNREFUSED. Listen again, once
+  // TensorPipe has let go of the port (off its loop thread).
+  std::cerr << "rpcjob: worker '" << self().name << "': the listener failed (" << why
+            << "); listening again on port " << listenPort_ << "\n";
+  pool_->submit([this, weak = weakSelf_] {
+    auto alive = weak.lock();
+    if (!alive) return;
+    for (int attempt = 0; attempt < 500 && !closed_; ++attempt) {
+      if (listenPortProblem(listenHost_, listenPort_).empty()) {
+        {
+          std::lock_guard<std::mutex> lock(listenerMu_);
+          if (closed_) return;
+          listener_ = context_->listen(listenUrls_);
+        }
+        acceptLoop();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!closed_) {
+      std::cerr << "rpcjob: worker '" << self().name << "': cannot listen again on port "
+                << listenPort_ << ": " << listenPortProblem(listenHost_, listenPort_) << "\n";
+    }
   });
 }
 

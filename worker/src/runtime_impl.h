@@ -166,6 +166,7 @@ class RuntimeImpl {
 
   // runtime.cc
   void acceptLoop();
+  void relisten(const std::string& why);  // after TensorPipe's listener failed
   void onAccepted(std::shared_ptr<tensorpipe::Pipe> pipe);
   void serveAdmitted(std::shared_ptr<tensorpipe::Pipe> pipe);  // after the gate, if any
   // Reads messages one after another, calling onMessage for each, until an error.
@@ -263,7 +264,10 @@ class RuntimeImpl {
   std::atomic<uint64_t> nextLocalId_{1};
 
   std::shared_ptr<tensorpipe::Context> context_;
+  std::mutex listenerMu_;  // listener_ is replaced when it fails (relisten)
   std::shared_ptr<tensorpipe::Listener> listener_;
+  std::vector<std::string> listenUrls_;
+  std::string listenHost_, listenPort_;
   Registry registry_;
   std::string descriptorsBlob_;  // our handshake payload
 
