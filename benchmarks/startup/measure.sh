@@ -6,7 +6,8 @@
 #   B=BUILD_DIR benchmarks/startup/measure.sh noauth|auth N FIRST_PORT [CPU=30m] [HOLD=4] [ENV...]
 # Prints one line: variant, workers, rc, wall seconds, "Succeeded in" seconds (HOLD included), and
 # over the worker processes the largest and the median of each one's peak descriptors and RSS (MiB).
-# ENV: NAME=VALUE pairs exported to the workers (e.g. RPCJOB_START_PIPES=full-mesh).
+# ENV: NAME=VALUE pairs exported to the workers (e.g. RPCJOB_START_PIPES=full-mesh). With OUT set,
+# the runner's log is copied there. B's runner/rpcjob and worker/rpcjob-worker are used.
 set -u
 variant=$1 n=$2 port=$3 cpu=${4:-30m} hold=${5:-4}
 shift 5 2>/dev/null || shift $#
@@ -44,6 +45,7 @@ wait $runner
 rc=$?
 e=$(date +%s.%N)
 ok=$(grep -o 'Succeeded in [0-9.]* s' "$tmp/log" | tail -1)
+[ -n "${OUT:-}" ] && cp "$tmp/log" "$OUT/startup-$variant-$n-$port.log"
 stats() {  # max and median of the values on stdin
   sort -n | awk '{v[NR]=$1} END {if (NR) printf "max %d median %d", v[NR], v[int((NR+1)/2)]; else printf "none"}'
 }
