@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -123,6 +124,24 @@ void registerTestFunctions(runtime::Runtime& rt) {
   // Forwards to another worker: a function that blocks on a nested call (pool).
   rt.registerFunction("call_peer", [](const CallInfo& call, Args args) {
     return call.runtime.rpcSync(args.at(0).toStringRef(), "identity", {args.at(1)});
+  });
+  // Calls "caller" on every other worker at once: how many named us rightly.
+  rt.registerFunction("all_to_all_callers", [](const CallInfo& call, Args) {
+    std::vector<runtime::Future> futures;
+    for (const auto& w : call.runtime.workers()) {
+      if (w.name != call.runtime.self().name) {
+        futures.push_back(call.runtime.rpcAsync(w.name, "caller", {}));
+      }
+    }
+    int64_t right = 0;
+    for (auto& f : futures) right += f.value().toStringRef() == call.runtime.self().name ? 1 : 0;
+    return c10::IValue(right);
+  });
+  // How many workers this one has a pipe to (a handshake done), itself included.
+  rt.registerFunction("peers_with_pipes", [](const CallInfo& call, Args) {
+    std::set<std::string> peers;
+    for (const auto& c : call.runtime.channelChoices()) peers.insert(c.peer);
+    return c10::IValue(static_cast<int64_t>(peers.size()));
   });
   // Calls identity on every other worker at once and returns how many answered.
   rt.registerFunction("all_to_all", [](const CallInfo& call, Args) {

@@ -1,16 +1,57 @@
 #include "rpcjob/runtime/options.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 
 #include "auth/handshake.h"
 #include "memory_limit.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/assignment/pair_links.h"
+#include "startup/start_plan.h"
 
 namespace rpcjob::runtime {
 
+namespace {
+
+// The positive integer in `name`'s value, if set; throws for anything else.
+std::optional<long long> positiveFromEnvironment(const char* name, const char* what) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text, &end, 10);
+  if (*end != '\0' || value <= 0 || errno == ERANGE) {
+    throw std::invalid_argument(std::string(name) + ": not a positive " + what + ": '" + text +
+                                "'");
+  }
+  return value;
+}
+
+void applyStartEnvironment(RuntimeOptions& options) {
+  const char* mode = std::getenv(startup::kEnvStartPipes);
+  if (mode != nullptr && *mode != '\0') {
+    const std::optional<StartPipes> parsed = startup::parseStartPipes(mode);
+    if (!parsed) {
+      throw std::invalid_argument(std::string(startup::kEnvStartPipes) + ": '" + mode +
+                                  "' is none of auto, full-mesh, leader, lazy");
+    }
+    options.startPipes = *parsed;
+  }
+  if (auto n = positiveFromEnvironment(startup::kEnvFullMeshMaxWorkers, "number of workers")) {
+    options.fullMeshMaxWorkers = static_cast<int>(std::min<long long>(*n, 1 << 30));
+  }
+  if (auto ms = positiveFromEnvironment(startup::kEnvStartTimeoutMs, "number of milliseconds")) {
+    options.startTimeout = std::chrono::milliseconds(*ms);
+  }
+}
+
+}  // namespace
+
 void applyEnvironment(RuntimeOptions& options) {
+  applyStartEnvironment(options);
   const char* secretFile = std::getenv(kEnvSecretFile);
   if (secretFile != nullptr && *secretFile != '\0') {
     options.secret = auth::readSecretFile(secretFile);

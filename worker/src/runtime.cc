@@ -20,6 +20,9 @@
 #include "rpcjob/assignment/pair_links.h"
 #include "runtime_impl.h"
 #include "shutdown.h"
+#include "startup/fd_limit.h"
+#include "startup/leader_barrier.h"
+#include "startup/start_plan.h"
 
 namespace rpcjob::runtime {
 namespace {
@@ -129,7 +132,13 @@ RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::strin
   rrefs_ = std::make_unique<RRefContext>(pool_, selfRank_, options_.defaultTimeout);
   autograd_ = std::make_unique<autograd::Container>(*this);
   shutdown_ = std::make_unique<ShutdownCoordinator>(*this);
+  startBarrier_ = std::make_unique<startup::LeaderBarrier>(*this);
   registerBuiltins();
+  functions_[kBuiltinStartJoin] = {nullptr,
+                                   [this](const CallInfo& info, std::vector<c10::IValue> args) {
+                                     return startBarrier_->join(info.caller.rank, std::move(args));
+                                   },
+                                   FunctionOptions{true}};
   objects::registerBuiltins(*this);
 }
 
@@ -154,6 +163,9 @@ void RuntimeImpl::registerFunction(const std::string& name, Function fn, AsyncFu
 void RuntimeImpl::start() {
   if (started_.exchange(true)) throw std::logic_error("start() called twice");
   ignoreSigpipeUnlessHandled();
+  const int world = static_cast<int>(workers_.size());
+  const StartPipes mode = startup::resolve(options_.startPipes, world, options_.fullMeshMaxWorkers);
+  startup::reserveFdsForStart(self().name, mode, world, selfRank_);
   startGate();
 #if RPCJOB_WITH_CUDA
   {
@@ -190,7 +202,13 @@ void RuntimeImpl::start() {
       urls.push_back("ibv://" + listenHost);
     }
   }
-  listener_ = context_->listen(urls);
+  listenUrls_ = urls;
+  listenHost_ = listenHost;
+  listenPort_ = port;
+  {
+    std::lock_guard<std::mutex> lock(listenerMu_);
+    listener_ = context_->listen(urls);
+  }
   for (const auto& w : assignment_.workers) {
     auto peer = std::make_unique<Peer>();
     peer->info = workers_[w.rank];
@@ -200,10 +218,35 @@ void RuntimeImpl::start() {
   }
   timeoutThread_ = std::thread([this] { timeoutLoop(); });
   acceptLoop();
-  if (!options_.eagerPipes) return;
+  const auto deadline = Clock::now() + options_.startTimeout;
+  if (mode == StartPipes::kLazy) return;
+  if (mode == StartPipes::kLeaderBarrier) {
+    int64_t ownDevices = 0;
+#if RPCJOB_WITH_CUDA
+    ownDevices = cuda::deviceCount();
+#endif
+    [[maybe_unused]] const std::vector<int64_t> devices = startBarrier_->run(deadline, ownDevices);
+#if RPCJOB_WITH_CUDA
+    // What the full mesh's handshakes check, before any pipe to the peer opens.
+    for (const auto& w : workers_) {
+      deviceMaps_.onPeerDeviceCount(w.name, static_cast<int>(devices[w.rank]));
+    }
+#endif
+  } else {
+    connectEveryPeer(deadline);
+  }
+#if RPCJOB_WITH_CUDA
+  for (const auto& w : workers_) {
+    auto targets = deviceMaps_.forRequest(w.name);
+    if (!targets->error.empty())
+      throw RpcError(ErrorCode::kInvalidArgument, w.name, targets->error);
+  }
+#endif
+}
+
+void RuntimeImpl::connectEveryPeer(Clock::time_point deadline) {
   // Connect to everyone at once, then wait for every handshake, retrying peers
   // that are not listening yet (workers start in any order).
-  auto deadline = Clock::now() + options_.startTimeout;
   for (size_t r = 0; r < peers_.size(); ++r) {
     uint64_t generation;
     pipeTo(static_cast<int>(r), generation);
@@ -217,20 +260,51 @@ void RuntimeImpl::start() {
       pipeTo(static_cast<int>(r), generation);
     }
   }
-#if RPCJOB_WITH_CUDA
-  for (const auto& w : workers_) {
-    auto targets = deviceMaps_.forRequest(w.name);
-    if (!targets->error.empty())
-      throw RpcError(ErrorCode::kInvalidArgument, w.name, targets->error);
-  }
-#endif
 }
 
 void RuntimeImpl::acceptLoop() {
-  listener_->accept([this](const tensorpipe::Error& error, std::shared_ptr<tensorpipe::Pipe> pipe) {
-    if (error) return;  // the listener closed
+  std::shared_ptr<tensorpipe::Listener> listener;
+  {
+    std::lock_guard<std::mutex> lock(listenerMu_);
+    listener = listener_;
+  }
+  listener->accept([this](const tensorpipe::Error& error, std::shared_ptr<tensorpipe::Pipe> pipe) {
+    if (error) {
+      if (!closed_) relisten(error.what());
+      return;
+    }
     onAccepted(std::move(pipe));
     acceptLoop();
+  });
+}
+
+void RuntimeImpl::relisten(const std::string& why) {
+  // TensorPipe's listener closes for good on an error of any connection that
+  // has not sent its hello yet (a peer that gave up mid-connect, as dozens of
+  // peers dialling one worker at once do): the worker would stay deaf, and
+  // every peer dialling it would fail with ECONNREFUSED. Listen again, once
+  // TensorPipe has let go of the port (off its loop thread).
+  std::cerr << "rpcjob: worker '" << self().name << "': the listener failed (" << why
+            << "); listening again on port " << listenPort_ << "\n";
+  pool_->submit([this, weak = weakSelf_] {
+    auto alive = weak.lock();
+    if (!alive) return;
+    for (int attempt = 0; attempt < 500 && !closed_; ++attempt) {
+      if (listenPortProblem(listenHost_, listenPort_).empty()) {
+        {
+          std::lock_guard<std::mutex> lock(listenerMu_);
+          if (closed_) return;
+          listener_ = context_->listen(listenUrls_);
+        }
+        acceptLoop();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!closed_) {
+      std::cerr << "rpcjob: worker '" << self().name << "': cannot listen again on port "
+                << listenPort_ << ": " << listenPortProblem(listenHost_, listenPort_) << "\n";
+    }
   });
 }
 
@@ -386,15 +460,29 @@ std::shared_ptr<tensorpipe::Pipe> RuntimeImpl::pipeTo(int rank, uint64_t& genera
   std::shared_ptr<tensorpipe::Pipe> pipe;
   std::shared_ptr<WriteQueue> queue;
   bool fresh = false;
+  std::string full;
   {
     std::lock_guard<std::mutex> lock(peer.mu);
     if (!peer.pipe) {
-      connectLocked(peer);
-      fresh = true;
+      // A pipe that cannot get its descriptors makes TensorPipe abort the
+      // process: fail this call instead (sendRequest sees failedPipes_).
+      full = startup::fdsForPipeProblem(peer.info.name);
+      if (full.empty()) {
+        connectLocked(peer);
+        fresh = true;
+      } else {
+        peer.generation++;
+        peer.lastError = full;
+      }
     }
     generation = peer.generation;
     pipe = peer.pipe;
     queue = peer.writes;
+  }
+  if (!full.empty()) {
+    std::lock_guard<std::mutex> lock(pendingMu_);
+    failedPipes_[rank] = {generation, full};
+    return nullptr;
   }
   // Outside the lock: TensorPipe may run a failing pipe's callbacks inline, and
   // failPeer takes peer.mu.

@@ -44,6 +44,9 @@ namespace rpcjob::runtime {
 namespace autograd {
 class Container;
 }
+namespace startup {
+class LeaderBarrier;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -175,6 +178,7 @@ class RuntimeImpl {
 
   // runtime.cc
   void acceptLoop();
+  void relisten(const std::string& why);  // after TensorPipe's listener failed
   void onAccepted(std::shared_ptr<tensorpipe::Pipe> pipe);
   void serveAdmitted(std::shared_ptr<tensorpipe::Pipe> pipe);  // after the gate, if any
   // Reads messages one after another, calling onMessage for each, until an error.
@@ -226,6 +230,8 @@ class RuntimeImpl {
   // is written (or its write failed: the call was served all the same).
   void recordServed(const OutgoingMessage& message);
   bool waitHandshake(int rank, Clock::time_point deadline, std::string& error);
+  // StartPipes::kFullMesh: a pipe to every worker, every handshake awaited.
+  void connectEveryPeer(Clock::time_point deadline);
   void onClientMessage(int rank, uint64_t generation, IncomingMessage& msg);
   void failPeer(int rank, uint64_t generation, const std::string& why);
 
@@ -277,7 +283,10 @@ class RuntimeImpl {
   std::atomic<uint64_t> nextLocalId_{1};
 
   std::shared_ptr<tensorpipe::Context> context_;
+  std::mutex listenerMu_;  // listener_ is replaced when it fails (relisten)
   std::shared_ptr<tensorpipe::Listener> listener_;
+  std::vector<std::string> listenUrls_;
+  std::string listenHost_, listenPort_;
   Registry registry_;
   std::string descriptorsBlob_;  // our handshake payload
 
@@ -322,6 +331,7 @@ class RuntimeImpl {
   std::unique_ptr<RRefContext> rrefs_;
   std::unique_ptr<autograd::Container> autograd_;
   std::unique_ptr<class ShutdownCoordinator> shutdown_;
+  std::unique_ptr<startup::LeaderBarrier> startBarrier_;  // StartPipes::kLeaderBarrier
   // Last: its watchdog may still fail a pipe (failPeer) until it is gone.
   std::unique_ptr<auth::PipeGate> gate_;  // null: no secret, pipes are not authenticated
 };

@@ -89,7 +89,10 @@ void RuntimeImpl::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline
     shutdown_->run(deadline);
   }
   if (closed_.exchange(true)) return;
-  if (listener_) listener_->close();
+  {
+    std::lock_guard<std::mutex> lock(listenerMu_);
+    if (listener_) listener_->close();
+  }
   if (context_) {
     context_->close();
     context_->join();

@@ -125,6 +125,10 @@ std::string DeviceMapTable::onCalleeDescriptors(const std::string& peer,
       if (key == kCountKey) remoteCount = std::atoi(value.c_str());
     }
   }
+  return onPeerDeviceCount(peer, remoteCount);
+}
+
+std::string DeviceMapTable::onPeerDeviceCount(const std::string& peer, int remoteCount) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = requests_.find(peer);
   if (it == requests_.end()) return {};

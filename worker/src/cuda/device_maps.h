@@ -49,6 +49,9 @@ class DeviceMapTable {
   // The callee's HelloReply: checks our map to it against its device count.
   // Returns the error ("" when fine); a bad map also fails every CUDA send to it.
   std::string onCalleeDescriptors(const std::string& peer, const wire::ChannelDescriptors& remote);
+  // The same check from the peer's device count alone (the leader barrier's
+  // start-up learns every worker's count before any pipe to it opens).
+  std::string onPeerDeviceCount(const std::string& peer, int remoteCount);
   // A caller's Hello: its map to us, inverted, is what responses to it use.
   void onCallerDescriptors(const std::string& caller, const wire::ChannelDescriptors& remote);
 

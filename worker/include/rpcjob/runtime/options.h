@@ -17,6 +17,29 @@ namespace rpcjob::runtime {
 
 inline constexpr std::chrono::milliseconds kDefaultRpcTimeout{60000};  // as PyTorch
 
+// How start() brings a job up. Every worker of a job must use the same mode
+// (the environment variables below give all of them the same one).
+enum class StartPipes {
+  // kFullMesh for jobs of at most fullMeshMaxWorkers workers, else kLeaderBarrier.
+  kAuto,
+  // A pipe to every worker (ourselves included), all opened at once, each
+  // handshake awaited: first calls find warm pipes. Pipes, file descriptors and
+  // memory grow with the square of the workers (about 21 descriptors and 6 MB
+  // per pipe with shm, two pipes per pair of workers on each of them).
+  kFullMesh,
+  // Every worker joins at rank 0, which answers once all have joined: start()
+  // returns when every worker listens. Pipes open on first use (the first call
+  // to a peer pays its handshake, a few ms). Linear in the workers.
+  kLeaderBarrier,
+  // Nothing beyond listening: pipes open on first use, and the first call to a
+  // worker that has not started yet fails (kConnection).
+  kLazy,
+};
+// "auto", "full-mesh", "leader", "lazy" (RPCJOB_START_PIPES).
+const char* toString(StartPipes mode);
+
+inline constexpr int kDefaultFullMeshMaxWorkers = 16;
+
 struct RuntimeOptions {
   // Allowed transports and channels, highest priority first. Empty: every one
   // that is viable here, in the default order ("shm", "ibv", "uv") and
@@ -29,9 +52,14 @@ struct RuntimeOptions {
   // Used when a call gives none; zero means no timeout.
   std::chrono::milliseconds defaultTimeout = kDefaultRpcTimeout;
 
-  // Open a pipe to every peer at start(), in parallel, and wait until all have
-  // answered the handshake (bounded by startTimeout). false: on first call.
-  bool eagerPipes = true;
+  // What start() waits for before it returns (StartPipes), and for how long at
+  // most: a worker that has not started by then fails start() on every worker,
+  // naming it. (StartPipes replaced `bool eagerPipes`: true is kAuto, or
+  // kFullMesh to keep a full mesh at any size; false is kLazy.)
+  StartPipes startPipes = StartPipes::kAuto;
+  // kAuto's limit: a full mesh for jobs of at most this many workers, the
+  // leader barrier above (RPCJOB_FULL_MESH_MAX_WORKERS).
+  int fullMeshMaxWorkers = kDefaultFullMeshMaxWorkers;
   std::chrono::milliseconds startTimeout{60000};
 
   // Threads that run functions registered with runInline = false and `then`
@@ -69,7 +97,9 @@ struct RuntimeOptions {
 
 // RuntimeOptions settings from the environment, applied to `options`:
 // RPCJOB_MAX_MESSAGE_BYTES (a positive number of bytes), RPCJOB_SECRET_FILE (a
-// file holding the job secret), RPCJOB_HANDSHAKE_TIMEOUT_MS (milliseconds).
+// file holding the job secret), RPCJOB_HANDSHAKE_TIMEOUT_MS (milliseconds),
+// RPCJOB_START_PIPES (auto, full-mesh, leader, lazy), RPCJOB_FULL_MESH_MAX_WORKERS
+// (a positive number), RPCJOB_START_TIMEOUT_MS (milliseconds).
 // Throws std::invalid_argument for a value that is not one, or a secret file
 // that cannot be read or is too short (never echoing its content).
 void applyEnvironment(RuntimeOptions& options);

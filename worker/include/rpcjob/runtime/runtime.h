@@ -78,8 +78,10 @@ class Runtime {
   void registerAsyncFunction(const std::string& name, AsyncFunction fn,
                              FunctionOptions options = {});
   // Classes: registerClass() in rpcjob/runtime/remote_object.h.
-  // Listens, and with eagerPipes connects to every peer. Throws RpcError when a
-  // peer does not answer within startTimeout.
+  // Listens, then waits as RuntimeOptions::startPipes says (a full mesh of
+  // pipes, or every worker joining at rank 0): once it returns, every worker
+  // listens. Throws RpcError naming a worker that has not started within
+  // startTimeout, or when the file descriptors the start-up needs cannot fit.
   void start();
 
   // Identity
