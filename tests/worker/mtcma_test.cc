@@ -72,7 +72,11 @@ TEST_F(MtCmaTest, TheChannelReportNamesRpcjobCmaBetweenLocalWorkers) {
 
 TEST_F(MtCmaTest, ExactBytesAroundTheInlineAndPoolSplit) {
   const int64_t MiB = int64_t{1} << 20;
-  for (int64_t bytes : {int64_t{0}, int64_t{1}, MiB - 1, MiB, 64 * MiB + 7}) {
+  // chunk_plan.h: one piece below 512 KiB; from there the receiving thread reads
+  // one piece beside the pool while pieces stay <= 1 MiB (2 MiB + 5 with this
+  // machine's pool), above that the pool alone (64 MiB + 7).
+  for (int64_t bytes :
+       {int64_t{0}, int64_t{1}, MiB / 2 - 1, MiB / 2, MiB - 1, MiB, 2 * MiB + 5, 64 * MiB + 7}) {
     SCOPED_TRACE(bytes);
     at::Tensor sent = pattern(bytes);
     at::Tensor back = rt().rpcSync("w1", "identity", {sent}).toTensor();

@@ -1,6 +1,7 @@
 #include "mtcma_channel.h"
 
 #include "../copy_context.h"
+#include "chunk_plan.h"
 
 #include <sys/prctl.h>
 #include <sys/uio.h>
@@ -190,7 +191,13 @@ class CopyPool {
       std::lock_guard<std::mutex> lock(state_->mu);
       for (auto& t : tasks) state_->tasks.push_back(std::move(t));
     }
-    state_->cv.notify_all();
+    // One wake-up per task: a transfer of fewer pieces than threads leaves the
+    // rest asleep rather than racing them for the queue's lock.
+    if (tasks.size() >= threads_.size()) {
+      state_->cv.notify_all();
+    } else {
+      for (size_t i = 0; i < tasks.size(); ++i) state_->cv.notify_one();
+    }
   }
 
   void stop() {
@@ -265,14 +272,7 @@ class MtCmaContext final : public CopyContext, public std::enable_shared_from_th
   }
 
   CopyPool& pool() { return *pool_; }
-  // Bytes per pooled read of a transfer of `length` bytes.
-  size_t chunkFor(size_t length) const {
-    if (chunkBytes_ > 0) return chunkBytes_;
-    size_t pieces = 2 * pool_->size();
-    size_t chunk = (length + pieces - 1) / pieces;
-    chunk = (chunk + 4095) / 4096 * 4096;
-    return std::max(chunk, kMtCmaInlineBytes);
-  }
+  ChunkPlan planFor(size_t length) const { return planChunks(length, pool_->size(), chunkBytes_); }
 
  private:
   std::shared_ptr<CopyChannelBase> makeChannel(
@@ -310,14 +310,39 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
                        std::move(callback)};
   }
 
-  // A pooled read: the chunks count down; the last one finishes the transfer.
+  // A split read: the pieces count down; the last one finishes the transfer.
   struct Transfer {
     PendingRecv recv;
     WireMessage request;
+    ChunkPlan plan;
     std::atomic<size_t> remaining{0};
     std::mutex mu;
     std::string error;
   };
+
+  // Reads piece i of the transfer; the last piece to end acks and completes it.
+  void readPiece(const std::shared_ptr<Transfer>& transfer, size_t i) {
+    const size_t offset = i * transfer->plan.piece;
+    const size_t length = std::min(transfer->plan.piece, transfer->recv.length - offset);
+    // Once the channel failed, the sender may already reuse its memory.
+    std::string error = failure();
+    if (error.empty()) {
+      error = readRemote(static_cast<pid_t>(transfer->request.pid), transfer->recv.ptr + offset,
+                         transfer->request.address + offset, length);
+    }
+    if (!error.empty()) {
+      std::lock_guard<std::mutex> lock(transfer->mu);
+      if (transfer->error.empty()) transfer->error = error;
+    }
+    if (transfer->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::string final;
+      {
+        std::lock_guard<std::mutex> lock(transfer->mu);
+        final = transfer->error;
+      }
+      finish(std::move(transfer->recv), transfer->request, final);
+    }
+  }
 
   void copy(PendingRecv r, const WireMessage& m) {
     if (m.length != r.length) {
@@ -326,46 +351,26 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
                  " expected");
       return;
     }
-    const pid_t pid = static_cast<pid_t>(m.pid);
-    if (r.length < kMtCmaInlineBytes) {
-      std::string error = readRemote(pid, r.ptr, m.address, r.length);
+    const ChunkPlan plan = context_->planFor(r.length);
+    if (plan.pieces <= 1) {
+      std::string error = readRemote(static_cast<pid_t>(m.pid), r.ptr, m.address, r.length);
       finish(std::move(r), m, error);
       return;
     }
-    const size_t chunk = context_->chunkFor(r.length);
-    const size_t chunks = (r.length + chunk - 1) / chunk;
     auto transfer = std::make_shared<Transfer>();
     transfer->recv = std::move(r);
     transfer->request = m;
-    transfer->remaining = chunks;
+    transfer->plan = plan;
+    transfer->remaining = plan.pieces;
+    const size_t first = plan.readerTakesFirst ? 1 : 0;
     std::vector<std::function<void()>> tasks;
-    tasks.reserve(chunks);
+    tasks.reserve(plan.pieces - first);
     auto self = shared_from_this();
-    for (size_t i = 0; i < chunks; ++i) {
-      tasks.push_back([self, transfer, i, chunk, pid] {
-        const size_t offset = i * chunk;
-        const size_t length = std::min(chunk, transfer->recv.length - offset);
-        // Once the channel failed, the sender may already reuse its memory.
-        std::string error = self->failure();
-        if (error.empty()) {
-          error = readRemote(pid, transfer->recv.ptr + offset, transfer->request.address + offset,
-                             length);
-        }
-        if (!error.empty()) {
-          std::lock_guard<std::mutex> lock(transfer->mu);
-          if (transfer->error.empty()) transfer->error = error;
-        }
-        if (transfer->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-          std::string final;
-          {
-            std::lock_guard<std::mutex> lock(transfer->mu);
-            final = transfer->error;
-          }
-          self->finish(std::move(transfer->recv), transfer->request, final);
-        }
-      });
+    for (size_t i = first; i < plan.pieces; ++i) {
+      tasks.push_back([self, transfer, i] { self->readPiece(transfer, i); });
     }
     context_->pool().post(std::move(tasks));
+    if (first == 1) readPiece(transfer, 0);  // while the pool reads the rest
   }
 
   // Acks the sender (with the outcome) and completes the receive.
