@@ -61,6 +61,7 @@ const Figure kFigures[] = {
     {"small_rtt_p50_us", "small call RTT p50 (us)", "<= 10"},
     {"small_rtt_p99_us", "small call RTT p99 (us)", "<= 25"},
     {"async_calls_per_s", "async calls/s, one caller", ">= 1000000"},
+    {"async_batched_calls_per_s", "  the same in a CallBatch", ">= 1000000"},
     {"rtt_4mb_ms", "4 MB RTT (ms)", "<= 0.3"},
     {"rtt_400mb_ms", "400 MB RTT (ms)", ">= 80 % of bound"},
     {"gbps_400mb", "400 MB effective GB/s", ""},
