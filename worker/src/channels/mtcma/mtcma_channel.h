@@ -26,7 +26,8 @@
 // RPCJOB_MTCMA_CHUNK_BYTES (piece size, all pieces on the pool; default:
 // chunk_plan.h's, threads + 1 pieces of at least 256 KiB where each is at most
 // 1 MiB, else 2 x threads pieces; 1048576 reproduces the split before 256 KiB
-// pieces for transfers of 1 MiB and more).
+// pieces for transfers of 1 MiB and more), RPCJOB_MTCMA_SPIN_US (how long an
+// idle pool thread polls for work before it sleeps; default 0, sleeps at once).
 
 #include <cstddef>
 #include <memory>
