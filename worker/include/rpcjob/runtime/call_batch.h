@@ -14,6 +14,7 @@
 //     writes at once;
 //   - 256 requests to one peer are held (they go, later ones are held anew);
 //   - the thread calls Runtime::shutdown.
+// Polling Future::isDone() is not a wait: it writes nothing.
 // A request held is sent later, not differently: its future, timeout and
 // errors are as without the batch (its timeout runs from the call). Use it
 // around a loop that issues many calls and then waits for them; do not keep one
