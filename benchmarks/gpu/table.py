@@ -24,6 +24,7 @@ if raw and raw[0]:
 CPU_ROWS = [("small CPU call p50 (us)", "small_rtt_p50_us", "<= 10"),
             ("small CPU call p99 (us)", "small_rtt_p99_us", "<= 25"),
             ("async calls/s (one caller)", "async_calls_per_s", ">= 1,000,000"),
+            ("  the same in a CallBatch (opt-in)", "async_batched_calls_per_s", ">= 1,000,000"),
             ("4 MB CPU round trip (ms)", "rtt_4mb_ms", "<= 0.3"),
             ("400 MB CPU round trip (ms)", "rtt_400mb_ms", ">= 80 % of the bound")]
 torch_cpu = next((r for r in rows if r.get("impl") == "pytorch" and "cpu_small_rtt_p50_us" in r), {})
@@ -42,6 +43,10 @@ if len(sys.argv) > 2:
                 bound = (f"{cpu['rtt_400mb_bound_ms']:.2f} (2 x 400 MB at {cpu['memcpy_gbps']:.1f} GB/s, "
                          f"memcpy, {cpu['memcpy_threads']} threads)")
                 share = f"{cpu['rtt_400mb_of_bound'] * 100:.0f} %"
+                if cpu.get("rtt_400mb_cma_ms"):
+                    bound += (f"; process_vm_readv alone {cpu['rtt_400mb_cma_ms']:.2f} "
+                              f"({cpu['cma_gbps']:.1f} GB/s, {cpu['cma_threads']} threads)")
+                    share += f" ({cpu['rtt_400mb_of_cma'] * 100:.0f} % of process_vm_readv)"
             print(f"| {label} | {cpu.get(key, 'n/a')} | {torch_cpu.get('cpu_' + key, 'n/a')} | {target} "
                   f"| {bound} | {share} |")
     except (OSError, StopIteration, ValueError, KeyError) as e:

@@ -15,6 +15,7 @@
 #include <tensorpipe/transport/uv/factory.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <vector>
@@ -72,7 +73,11 @@ TEST_F(MtCmaTest, TheChannelReportNamesRpcjobCmaBetweenLocalWorkers) {
 
 TEST_F(MtCmaTest, ExactBytesAroundTheInlineAndPoolSplit) {
   const int64_t MiB = int64_t{1} << 20;
-  for (int64_t bytes : {int64_t{0}, int64_t{1}, MiB - 1, MiB, 64 * MiB + 7}) {
+  // chunk_plan.h: one piece below 512 KiB; from there the receiving thread reads
+  // one piece beside the pool while pieces stay <= 1 MiB (2 MiB + 5 with this
+  // machine's pool), above that the pool alone (64 MiB + 7).
+  for (int64_t bytes :
+       {int64_t{0}, int64_t{1}, MiB / 2 - 1, MiB / 2, MiB - 1, MiB, 2 * MiB + 5, 64 * MiB + 7}) {
     SCOPED_TRACE(bytes);
     at::Tensor sent = pattern(bytes);
     at::Tensor back = rt().rpcSync("w1", "identity", {sent}).toTensor();
@@ -107,6 +112,33 @@ TEST_F(MtCmaTest, SeveralLargeTensorsInOneCallAndConcurrentCalls) {
     EXPECT_TRUE(at::equal(list.get(0), sent[i]));
     EXPECT_TRUE(at::equal(list.get(1), sent[i].flip(0)));
   }
+}
+
+// RPCJOB_MTCMA_SPIN_US: the pool's threads poll for work before they sleep, in
+// every process (the workers inherit it); transfers stay exact, one after
+// another (threads spinning) and several at once, and the processes exit.
+TEST(MtCmaSpinningPool, TransfersStayExactAndWorkersExit) {
+  ::setenv("RPCJOB_MTCMA_SPIN_US", "2000", 1);
+  {
+    Cluster cluster(2);
+    ::unsetenv("RPCJOB_MTCMA_SPIN_US");
+    const int64_t MiB = int64_t{1} << 20;
+    for (int64_t bytes : {MiB / 2, 2 * MiB + 5, 4 * MiB, 64 * MiB + 7}) {
+      SCOPED_TRACE(bytes);
+      at::Tensor sent = pattern(bytes).roll(bytes % 13);
+      at::Tensor back = cluster.driver().rpcSync("w1", "identity", {sent}).toTensor();
+      EXPECT_TRUE(at::equal(back, sent));
+    }
+    std::vector<runtime::Future> futures;
+    std::vector<at::Tensor> sent;
+    for (int i = 0; i < 6; ++i) {
+      sent.push_back(pattern(3 * MiB + i * 4099).roll(i));
+      futures.push_back(cluster.driver().rpcAsync(i % 2 ? "w2" : "w1", "identity", {sent.back()}));
+    }
+    for (int i = 0; i < 6; ++i) EXPECT_TRUE(at::equal(futures[i].value().toTensor(), sent[i]));
+    for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
+  }
+  ::unsetenv("RPCJOB_MTCMA_SPIN_US");
 }
 
 // A driver that allows only cma and basic: the workers (rpcjob_cma first) fall

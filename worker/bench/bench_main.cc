@@ -61,6 +61,7 @@ const Figure kFigures[] = {
     {"small_rtt_p50_us", "small call RTT p50 (us)", "<= 10"},
     {"small_rtt_p99_us", "small call RTT p99 (us)", "<= 25"},
     {"async_calls_per_s", "async calls/s, one caller", ">= 1000000"},
+    {"async_batched_calls_per_s", "  the same in a CallBatch", ">= 1000000"},
     {"rtt_4mb_ms", "4 MB RTT (ms)", "<= 0.3"},
     {"rtt_400mb_ms", "400 MB RTT (ms)", ">= 80 % of bound"},
     {"gbps_400mb", "400 MB effective GB/s", ""},
@@ -318,11 +319,16 @@ int main(int argc, char** argv) {
   const rpcjob::bench::CopyBound copy =
       large ? rpcjob::bench::measureCopyBound(kLargeBytes, rpcjob::bench::copyChannelThreads())
             : rpcjob::bench::CopyBound{};
+  const rpcjob::bench::CopyBound cma =
+      large ? rpcjob::bench::measureCmaCopy(kLargeBytes, rpcjob::bench::copyChannelThreads())
+            : rpcjob::bench::CopyBound{};
   std::string result;
   if (!runPair(result, serveArgs, benchArgs)) return 1;
   const double rtt400 = field(result, "rtt_400mb_ms");
   const double boundMs = copy.gbps > 0 ? 2.0 * kLargeBytes / (copy.gbps * 1e9) * 1e3 : 0;
   const double ofBound = rtt400 > 0 && boundMs > 0 ? boundMs / rtt400 : 0;
+  const double cmaMs = cma.gbps > 0 ? 2.0 * kLargeBytes / (cma.gbps * 1e9) * 1e3 : 0;
+  const double ofCma = rtt400 > 0 && cmaMs > 0 ? cmaMs / rtt400 : 0;
   if (json) {
     std::cout << "{";
     for (size_t i = 0; i < std::size(kFigures); ++i) {
@@ -330,7 +336,9 @@ int main(int argc, char** argv) {
                 << "\": " << field(result, kFigures[i].key);
     }
     std::cout << ", \"memcpy_gbps\": " << copy.gbps << ", \"memcpy_threads\": " << copy.threads
-              << ", \"rtt_400mb_bound_ms\": " << boundMs << ", \"rtt_400mb_of_bound\": " << ofBound;
+              << ", \"rtt_400mb_bound_ms\": " << boundMs << ", \"rtt_400mb_of_bound\": " << ofBound
+              << ", \"cma_gbps\": " << cma.gbps << ", \"cma_threads\": " << cma.threads
+              << ", \"rtt_400mb_cma_ms\": " << cmaMs << ", \"rtt_400mb_of_cma\": " << ofCma;
     std::cout << ", \"function_call_p50_us\": " << field(result, "function_call_p50_us")
               << ", \"proxy_call_p50_us\": " << field(result, "proxy_call_p50_us");
     std::cout << ", \"channel\": \"" << stringField(result, "channel") << "\", \"transport\": \""
@@ -349,6 +357,12 @@ int main(int argc, char** argv) {
         "400 MB bound (same run): %.2f ms = 2 x 400 MB at %.2f GB/s, this host's best copy\n"
         "(memcpy, %d thread(s); a round trip copies the bytes twice); ours: %.0f %% of it\n",
         boundMs, copy.gbps, copy.threads, ofBound * 100);
+  }
+  if (cmaMs > 0) {
+    std::printf(
+        "process_vm_readv alone (same run; rpcjob_cma's copy, not the bound): %.2f ms = 2 x "
+        "400 MB\nat %.2f GB/s (%d thread(s)); ours: %.0f %% of it\n",
+        cmaMs, cma.gbps, cma.threads, ofCma * 100);
   }
   std::printf(
       "(calls: the built-in rpcjob.echo, registered runInline; PyTorch's RPC measured the same\n"

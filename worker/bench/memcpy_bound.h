@@ -19,6 +19,15 @@ struct CopyBound {
 // with 1 and with `threads` threads (each copying its own contiguous slice).
 CopyBound measureCopyBound(size_t bytes, int threads, int rounds = 5);
 
+// The same for process_vm_readv(2) from this process into a buffer of its own
+// (rpcjob_cma's copy: the kernel pins the source's pages and copies page by
+// page, which on the hosts measured so far runs well below memcpy). Not the
+// bound of record: it says how much of the gap to the memcpy bound is the
+// syscall's own cost rather than the channel's. The destination is mapped like
+// the runtime's large receive buffers (transparent huge pages), the source like
+// a tensor from libtorch's allocator (plain pages).
+CopyBound measureCmaCopy(size_t bytes, int threads, int rounds = 5);
+
 // The copy channel's threads, as rpcjob_cma picks them: RPCJOB_MTCMA_THREADS,
 // else min(8, hardware threads).
 int copyChannelThreads();

@@ -1,5 +1,6 @@
 #include <thread>
 
+#include "call_batch_state.h"
 #include "future_state.h"
 #include "rpcjob/runtime/errors.h"
 #include "thread_pool.h"
@@ -71,6 +72,7 @@ bool Future::isDone() const {
 }
 
 void Future::wait() const {
+  detail::flushCallBatch();  // the awaited call may be among those held
   // A short spin first: a small call's answer often lands within microseconds,
   // and sleeping on the condition variable costs a futex wake-up on each side.
   for (int i = 0; i < 64 && !isDone(); ++i) std::this_thread::yield();
@@ -82,12 +84,14 @@ void Future::wait() const {
 }
 
 bool Future::waitFor(std::chrono::nanoseconds timeout) const {
+  detail::flushCallBatch();
   std::unique_lock<std::mutex> lock(state_->mu);
   return state_->cv.wait_for(lock, timeout,
                              [&] { return state_->done.load(std::memory_order_acquire); });
 }
 
 void Future::waitOnStreams() const {
+  detail::flushCallBatch();
   if (!isDone()) {
     std::unique_lock<std::mutex> lock(state_->mu);
     state_->cv.wait(lock, [&] { return state_->done.load(std::memory_order_acquire); });

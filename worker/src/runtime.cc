@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "autograd/container.h"
+#include "call_batch_state.h"
 #include "channel_selection.h"
 #include "memory_limit.h"
 #include "objects/objects.h"
@@ -557,6 +558,21 @@ void RuntimeImpl::enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wr
   flushWrites(pipe, writes, std::move(one), onError, std::move(keepAlive));
 }
 
+void RuntimeImpl::enqueueWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
+                                std::vector<std::shared_ptr<OutgoingMessage>> messages,
+                                const WriteErrorFn& onError, std::shared_ptr<void> keepAlive) {
+  if (messages.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(writes.mu);
+    if (writes.busy) {
+      for (auto& m : messages) writes.queued.push_back(std::move(m));
+      return;
+    }
+    writes.busy = true;
+  }
+  flushWrites(pipe, writes, std::move(messages), onError, std::move(keepAlive));
+}
+
 void RuntimeImpl::flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                               std::vector<std::shared_ptr<OutgoingMessage>> messages,
                               const WriteErrorFn& onError, std::shared_ptr<void> keepAlive) {
@@ -789,6 +805,7 @@ std::vector<ChannelChoice> Runtime::channelChoices() const {
   return impl_->channelChoices();
 }
 void Runtime::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline) {
+  detail::flushCallBatch();  // a graceful shutdown waits for the calls held
   impl_->shutdown(mode, deadline);
 }
 

@@ -2,6 +2,7 @@
 #include <tensorpipe/tensorpipe.h>
 
 #include "autograd/container.h"
+#include "call_batch_state.h"
 #include "rpcjob/runtime/runtime.h"
 #include "runtime_impl.h"
 #include "shutdown.h"
@@ -146,9 +147,13 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   }
   if (wakeTimeouts) pendingCv_.notify_all();
   message->inlinePayload = alone;  // else a burst: keep the batching window (WriteQueue)
-  enqueueWrite(
-      pipe, *writes, std::move(message),
-      [this, to, generation](const std::string& why) { failPeer(to, generation, why); }, writes);
+  WriteErrorFn onError = [this, to, generation](const std::string& why) {
+    failPeer(to, generation, why);
+  };
+  if (detail::batchingRuntime() == this && holdRequest(pipe, writes, message, onError)) {
+    return future;
+  }
+  enqueueWrite(pipe, *writes, std::move(message), onError, writes);
   return future;
 }
 

@@ -226,6 +226,27 @@ class RuntimeImpl {
   void flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                    std::vector<std::shared_ptr<OutgoingMessage>> messages,
                    const WriteErrorFn& onError, std::shared_ptr<void> keepAlive);
+  // enqueueWrite for several messages, in order (a CallBatch's to one pipe).
+  void enqueueWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
+                     std::vector<std::shared_ptr<OutgoingMessage>> messages,
+                     const WriteErrorFn& onError, std::shared_ptr<void> keepAlive);
+
+ public:
+  // call_batch.cc: the requests a CallBatch holds on its thread, per pipe.
+  struct HeldPipe {
+    std::shared_ptr<tensorpipe::Pipe> pipe;
+    std::shared_ptr<WriteQueue> writes;
+    WriteErrorFn onError;
+    std::vector<std::shared_ptr<OutgoingMessage>> messages;
+  };
+  using HeldRequests = std::vector<HeldPipe>;
+  // Holds `message` when this thread's CallBatch is ours (true), else false.
+  bool holdRequest(const std::shared_ptr<tensorpipe::Pipe>& pipe,
+                   const std::shared_ptr<WriteQueue>& writes,
+                   std::shared_ptr<OutgoingMessage>& message, const WriteErrorFn& onError);
+  void writeHeld(HeldRequests held);
+
+ private:
   // The observer's serverCallFinished for the calls `message` answers, once it
   // is written (or its write failed: the call was served all the same).
   void recordServed(const OutgoingMessage& message);

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "rpcjob/assignment/port_reservation.h"
+#include "rpcjob/runtime/call_batch.h"
 #include "rpcjob/runtime/remote_object.h"
 
 namespace rpcjob::worker {
@@ -57,10 +58,14 @@ std::string hostOf(const std::string& address) {
 }
 
 c10::IValue encode(const PairResult& r) {
-  std::vector<c10::IValue> f = {
-      r.from,     r.peer,       r.pass,          r.channel,           r.transport,
-      r.measured, r.note,       r.smallRttP50Us, r.smallRttP99Us,     r.asyncCallsPerS,
-      r.rtt4mbMs, r.rtt400mbMs, r.gbps400mb,     r.functionCallP50Us, r.proxyCallP50Us};
+  std::vector<c10::IValue> f = {r.from,           r.peer,
+                                r.pass,           r.channel,
+                                r.transport,      r.measured,
+                                r.note,           r.smallRttP50Us,
+                                r.smallRttP99Us,  r.asyncCallsPerS,
+                                r.rtt4mbMs,       r.rtt400mbMs,
+                                r.gbps400mb,      r.functionCallP50Us,
+                                r.proxyCallP50Us, r.asyncBatchedCallsPerS};
   return c10::ivalue::Tuple::create(std::move(f));
 }
 
@@ -82,6 +87,7 @@ PairResult decode(const c10::IValue& v) {
   r.gbps400mb = f.at(12).toDouble();
   r.functionCallP50Us = f.at(13).toDouble();
   r.proxyCallP50Us = f.at(14).toDouble();
+  r.asyncBatchedCallsPerS = f.at(15).toDouble();
   return r;
 }
 
@@ -121,12 +127,16 @@ std::vector<double> smallCallRtts(Runtime& rt, const std::string& peer, int n) {
   return us;
 }
 
-double asyncCallRate(Runtime& rt, const std::string& peer, int n) {
+double asyncCallRate(Runtime& rt, const std::string& peer, int n, bool batched) {
   std::vector<runtime::Future> futures;
   futures.reserve(n);
   auto start = Clock::now();
-  for (int i = 0; i < n; ++i) {
-    futures.push_back(rt.rpcAsync(peer, runtime::kBuiltinEcho, {c10::IValue(int64_t{i})}));
+  {
+    std::optional<runtime::CallBatch> batch;
+    if (batched) batch.emplace(rt);
+    for (int i = 0; i < n; ++i) {
+      futures.push_back(rt.rpcAsync(peer, runtime::kBuiltinEcho, {c10::IValue(int64_t{i})}));
+    }
   }
   for (auto& f : futures) f.value();
   return n / secondsSince(start);
@@ -170,11 +180,13 @@ PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& co
   r.smallRttP50Us = percentile(us, 0.5);
   r.smallRttP99Us = percentile(us, 0.99);
 
-  double best = 0;
+  double best = 0, bestBatched = 0;
   for (int round = 0; round < 3; ++round) {
-    best = std::max(best, asyncCallRate(rt, peer, config.asyncCalls));
+    best = std::max(best, asyncCallRate(rt, peer, config.asyncCalls, false));
+    bestBatched = std::max(bestBatched, asyncCallRate(rt, peer, config.asyncCalls, true));
   }
   r.asyncCallsPerS = best;
+  r.asyncBatchedCallsPerS = bestBatched;
 
   std::tie(r.functionCallP50Us, r.proxyCallP50Us) = proxyCallP50s(rt, peer, config.smallCalls);
 
@@ -434,8 +446,10 @@ std::string toJson(const std::vector<PairResult>& results) {
     if (r.measured) {
       out << ",\"small_rtt_p50_us\":" << r.smallRttP50Us
           << ",\"small_rtt_p99_us\":" << r.smallRttP99Us
-          << ",\"async_calls_per_s\":" << r.asyncCallsPerS << ",\"rtt_4mb_ms\":" << r.rtt4mbMs
-          << ",\"rtt_400mb_ms\":" << r.rtt400mbMs << ",\"gbps_400mb\":" << r.gbps400mb
+          << ",\"async_calls_per_s\":" << r.asyncCallsPerS
+          << ",\"async_batched_calls_per_s\":" << r.asyncBatchedCallsPerS
+          << ",\"rtt_4mb_ms\":" << r.rtt4mbMs << ",\"rtt_400mb_ms\":" << r.rtt400mbMs
+          << ",\"gbps_400mb\":" << r.gbps400mb
           << ",\"function_call_p50_us\":" << r.functionCallP50Us
           << ",\"proxy_call_p50_us\":" << r.proxyCallP50Us;
     } else {

@@ -63,6 +63,7 @@ struct PairResult {
   double smallRttP50Us = 0;
   double smallRttP99Us = 0;
   double asyncCallsPerS = 0;
+  double asyncBatchedCallsPerS = 0;  // the same calls inside a CallBatch
   double rtt4mbMs = 0;
   double rtt400mbMs = 0;
   double gbps400mb = 0;
@@ -77,8 +78,9 @@ double percentile(std::vector<double> v, double p);
 // Round trips of `n` sync echo calls of a one-element tensor, in microseconds,
 // in call order.
 std::vector<double> smallCallRtts(runtime::Runtime& rt, const std::string& peer, int n);
-// Calls per second of `n` async echo calls put in flight at once.
-double asyncCallRate(runtime::Runtime& rt, const std::string& peer, int n);
+// Calls per second of `n` async echo calls put in flight at once; `batched`:
+// made inside a CallBatch (rpcjob/runtime/call_batch.h).
+double asyncCallRate(runtime::Runtime& rt, const std::string& peer, int n, bool batched = false);
 
 // The function and the class the proxy comparison calls (every runtime of the
 // bench registers them before start()).

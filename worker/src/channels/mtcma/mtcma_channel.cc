@@ -1,6 +1,7 @@
 #include "mtcma_channel.h"
 
 #include "../copy_context.h"
+#include "chunk_plan.h"
 
 #include <sys/prctl.h>
 #include <sys/uio.h>
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -178,7 +180,11 @@ struct PendingRecv {
 // the context (and so to the pool) does not pull the state from under them.
 class CopyPool {
  public:
-  explicit CopyPool(size_t threads) : state_(std::make_shared<State>()) {
+  // spin: how long an idle thread polls the queue before it sleeps (0: sleeps
+  // at once). A sleeping thread costs a futex wake-up, and on a virtual machine
+  // an idle vCPU's wake-up, before it starts its piece.
+  CopyPool(size_t threads, std::chrono::microseconds spin) : state_(std::make_shared<State>()) {
+    state_->spin = spin;
     for (size_t i = 0; i < threads; ++i) {
       threads_.emplace_back([state = state_] { loop(*state); });
     }
@@ -189,8 +195,15 @@ class CopyPool {
     {
       std::lock_guard<std::mutex> lock(state_->mu);
       for (auto& t : tasks) state_->tasks.push_back(std::move(t));
+      state_->queued.store(state_->tasks.size(), std::memory_order_release);
     }
-    state_->cv.notify_all();
+    // One wake-up per task: a transfer of fewer pieces than threads leaves the
+    // rest asleep rather than racing them for the queue's lock.
+    if (tasks.size() >= threads_.size()) {
+      state_->cv.notify_all();
+    } else {
+      for (size_t i = 0; i < tasks.size(); ++i) state_->cv.notify_one();
+    }
   }
 
   void stop() {
@@ -198,6 +211,7 @@ class CopyPool {
       std::lock_guard<std::mutex> lock(state_->mu);
       if (state_->stopping) return;
       state_->stopping = true;
+      state_->stopRequested.store(true, std::memory_order_release);
     }
     state_->cv.notify_all();
     for (auto& t : threads_) {
@@ -217,17 +231,31 @@ class CopyPool {
     std::condition_variable cv;
     std::deque<std::function<void()>> tasks;
     bool stopping = false;
+    std::chrono::microseconds spin{0};
+    std::atomic<size_t> queued{0};  // tasks.size(), read without the lock
+    std::atomic<bool> stopRequested{false};
   };
+
+  static void spinForWork(State& state) {
+    const auto until = std::chrono::steady_clock::now() + state.spin;
+    while (state.queued.load(std::memory_order_acquire) == 0 &&
+           !state.stopRequested.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::yield();
+    }
+  }
 
   static void loop(State& state) {
     for (;;) {
       std::function<void()> task;
+      if (state.spin.count() > 0) spinForWork(state);
       {
         std::unique_lock<std::mutex> lock(state.mu);
         state.cv.wait(lock, [&state] { return state.stopping || !state.tasks.empty(); });
         if (state.tasks.empty()) return;  // stopping, queue drained
         task = std::move(state.tasks.front());
         state.tasks.pop_front();
+        state.queued.store(state.tasks.size(), std::memory_order_release);
       }
       task();
     }
@@ -248,7 +276,8 @@ class MtCmaContext final : public CopyContext, public std::enable_shared_from_th
     size_t hardware = std::max<size_t>(1, std::thread::hardware_concurrency());
     if (threads == 0) threads = envSize("RPCJOB_MTCMA_THREADS", std::min<size_t>(8, hardware));
     chunkBytes_ = envSize("RPCJOB_MTCMA_CHUNK_BYTES", 0);
-    pool_ = std::make_unique<CopyPool>(std::max<size_t>(1, threads));
+    const std::chrono::microseconds spin(envSize("RPCJOB_MTCMA_SPIN_US", 0));
+    pool_ = std::make_unique<CopyPool>(std::max<size_t>(1, threads), spin);
     setViable({{Device{tensorpipe::kCpuDeviceType, 0}, std::move(descriptor)}});
   }
   ~MtCmaContext() override {
@@ -265,14 +294,7 @@ class MtCmaContext final : public CopyContext, public std::enable_shared_from_th
   }
 
   CopyPool& pool() { return *pool_; }
-  // Bytes per pooled read of a transfer of `length` bytes.
-  size_t chunkFor(size_t length) const {
-    if (chunkBytes_ > 0) return chunkBytes_;
-    size_t pieces = 2 * pool_->size();
-    size_t chunk = (length + pieces - 1) / pieces;
-    chunk = (chunk + 4095) / 4096 * 4096;
-    return std::max(chunk, kMtCmaInlineBytes);
-  }
+  ChunkPlan planFor(size_t length) const { return planChunks(length, pool_->size(), chunkBytes_); }
 
  private:
   std::shared_ptr<CopyChannelBase> makeChannel(
@@ -310,14 +332,39 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
                        std::move(callback)};
   }
 
-  // A pooled read: the chunks count down; the last one finishes the transfer.
+  // A split read: the pieces count down; the last one finishes the transfer.
   struct Transfer {
     PendingRecv recv;
     WireMessage request;
+    ChunkPlan plan;
     std::atomic<size_t> remaining{0};
     std::mutex mu;
     std::string error;
   };
+
+  // Reads piece i of the transfer; the last piece to end acks and completes it.
+  void readPiece(const std::shared_ptr<Transfer>& transfer, size_t i) {
+    const size_t offset = i * transfer->plan.piece;
+    const size_t length = std::min(transfer->plan.piece, transfer->recv.length - offset);
+    // Once the channel failed, the sender may already reuse its memory.
+    std::string error = failure();
+    if (error.empty()) {
+      error = readRemote(static_cast<pid_t>(transfer->request.pid), transfer->recv.ptr + offset,
+                         transfer->request.address + offset, length);
+    }
+    if (!error.empty()) {
+      std::lock_guard<std::mutex> lock(transfer->mu);
+      if (transfer->error.empty()) transfer->error = error;
+    }
+    if (transfer->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::string final;
+      {
+        std::lock_guard<std::mutex> lock(transfer->mu);
+        final = transfer->error;
+      }
+      finish(std::move(transfer->recv), transfer->request, final);
+    }
+  }
 
   void copy(PendingRecv r, const WireMessage& m) {
     if (m.length != r.length) {
@@ -326,46 +373,26 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
                  " expected");
       return;
     }
-    const pid_t pid = static_cast<pid_t>(m.pid);
-    if (r.length < kMtCmaInlineBytes) {
-      std::string error = readRemote(pid, r.ptr, m.address, r.length);
+    const ChunkPlan plan = context_->planFor(r.length);
+    if (plan.pieces <= 1) {
+      std::string error = readRemote(static_cast<pid_t>(m.pid), r.ptr, m.address, r.length);
       finish(std::move(r), m, error);
       return;
     }
-    const size_t chunk = context_->chunkFor(r.length);
-    const size_t chunks = (r.length + chunk - 1) / chunk;
     auto transfer = std::make_shared<Transfer>();
     transfer->recv = std::move(r);
     transfer->request = m;
-    transfer->remaining = chunks;
+    transfer->plan = plan;
+    transfer->remaining = plan.pieces;
+    const size_t first = plan.readerTakesFirst ? 1 : 0;
     std::vector<std::function<void()>> tasks;
-    tasks.reserve(chunks);
+    tasks.reserve(plan.pieces - first);
     auto self = shared_from_this();
-    for (size_t i = 0; i < chunks; ++i) {
-      tasks.push_back([self, transfer, i, chunk, pid] {
-        const size_t offset = i * chunk;
-        const size_t length = std::min(chunk, transfer->recv.length - offset);
-        // Once the channel failed, the sender may already reuse its memory.
-        std::string error = self->failure();
-        if (error.empty()) {
-          error = readRemote(pid, transfer->recv.ptr + offset, transfer->request.address + offset,
-                             length);
-        }
-        if (!error.empty()) {
-          std::lock_guard<std::mutex> lock(transfer->mu);
-          if (transfer->error.empty()) transfer->error = error;
-        }
-        if (transfer->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-          std::string final;
-          {
-            std::lock_guard<std::mutex> lock(transfer->mu);
-            final = transfer->error;
-          }
-          self->finish(std::move(transfer->recv), transfer->request, final);
-        }
-      });
+    for (size_t i = first; i < plan.pieces; ++i) {
+      tasks.push_back([self, transfer, i] { self->readPiece(transfer, i); });
     }
     context_->pool().post(std::move(tasks));
+    if (first == 1) readPiece(transfer, 0);  // while the pool reads the rest
   }
 
   // Acks the sender (with the outcome) and completes the receive.

@@ -10,10 +10,11 @@
 //   send: a control message {pid, address, length, sequence id} over the
 //         channel's connection; the send callback runs once the receiver acks
 //         (the sender's memory must stay valid until then).
-//   recv: process_vm_readv of the sender's range into the buffer: inline, in one
-//         call, below kInlineBytes; above it, in chunks over the pool. Then the
-//         ack. Failures (EPERM, ESRCH, short reads) go to the callbacks as
-//         TensorPipe errors on both sides; nothing aborts.
+//   recv: process_vm_readv of the sender's range into the buffer: in one call
+//         on the receiving thread below 512 KiB; above it in pieces over the
+//         pool, the receiving thread reading one of them while a piece is at
+//         most 1 MiB (chunk_plan.h). Then the ack. Failures (EPERM, ESRCH, short reads) go to the
+//         callbacks as TensorPipe errors on both sides; nothing aborts.
 //
 // Viability follows cma's rule: same boot id, PID and user namespaces, real ==
 // effective == saved user/group ids, dumpable, the same permitted capabilities,
@@ -22,8 +23,11 @@
 // except the probe, make up the CPU device descriptor, compared as strings.
 //
 // Settings: RPCJOB_MTCMA_THREADS (pool size; default min(8, hardware threads)),
-// RPCJOB_MTCMA_CHUNK_BYTES (chunk size of pooled reads; default: the length
-// split in 2 x threads pieces, at least 1 MiB).
+// RPCJOB_MTCMA_CHUNK_BYTES (piece size, all pieces on the pool; default:
+// chunk_plan.h's, threads + 1 pieces of at least 256 KiB where each is at most
+// 1 MiB, else 2 x threads pieces; 1048576 reproduces the split before 256 KiB
+// pieces for transfers of 1 MiB and more), RPCJOB_MTCMA_SPIN_US (how long an
+// idle pool thread polls for work before it sleeps; default 0, sleeps at once).
 
 #include <cstddef>
 #include <memory>
@@ -35,7 +39,6 @@ class Context;
 namespace rpcjob::runtime::channels {
 
 inline constexpr const char* kMtCmaChannelName = "rpcjob_cma";
-inline constexpr size_t kMtCmaInlineBytes = size_t{1} << 20;
 
 // threads == 0: RPCJOB_MTCMA_THREADS, else min(8, hardware threads). Never
 // throws for lack of permissions: the context reports isViable() == false.

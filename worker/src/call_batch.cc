@@ -1,0 +1,87 @@
+#include "rpcjob/runtime/call_batch.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "call_batch_state.h"
+#include "rpcjob/runtime/runtime.h"
+#include "runtime_impl.h"
+
+namespace rpcjob::runtime {
+namespace {
+
+// A peer's held requests go out once this many wait: the callee starts on them
+// while the caller builds the next ones.
+constexpr size_t kHeldPerPipe = 256;
+
+struct OpenBatch {
+  RuntimeImpl* runtime = nullptr;
+  RuntimeImpl::HeldRequests held;
+};
+
+thread_local OpenBatch* tOpen = nullptr;
+
+}  // namespace
+
+namespace detail {
+
+RuntimeImpl* batchingRuntime() {
+  return tOpen != nullptr ? tOpen->runtime : nullptr;
+}
+
+void flushCallBatch() {
+  if (tOpen == nullptr || tOpen->held.empty()) return;
+  // Swapped out first: a callback that runs inside the writes (an error
+  // completing a future) may make requests, which are then held anew.
+  RuntimeImpl::HeldRequests held;
+  held.swap(tOpen->held);
+  tOpen->runtime->writeHeld(std::move(held));
+}
+
+}  // namespace detail
+
+bool RuntimeImpl::holdRequest(const std::shared_ptr<tensorpipe::Pipe>& pipe,
+                              const std::shared_ptr<WriteQueue>& writes,
+                              std::shared_ptr<OutgoingMessage>& message,
+                              const WriteErrorFn& onError) {
+  if (tOpen == nullptr || tOpen->runtime != this) return false;
+  auto it = std::find_if(tOpen->held.begin(), tOpen->held.end(),
+                         [&](const HeldPipe& h) { return h.pipe == pipe; });
+  if (it == tOpen->held.end()) {
+    tOpen->held.push_back(HeldPipe{pipe, writes, onError, {}});
+    it = tOpen->held.end() - 1;
+  }
+  it->messages.push_back(std::move(message));
+  if (it->messages.size() >= kHeldPerPipe) {
+    HeldRequests full;
+    full.push_back(std::move(*it));
+    tOpen->held.erase(it);
+    writeHeld(std::move(full));
+  }
+  return true;
+}
+
+void RuntimeImpl::writeHeld(HeldRequests held) {
+  for (auto& h : held) {
+    enqueueWrites(h.pipe, *h.writes, std::move(h.messages), h.onError, h.writes);
+  }
+}
+
+CallBatch::CallBatch(Runtime& runtime) {
+  if (tOpen != nullptr) return;
+  tOpen = new OpenBatch{&runtime.impl(), {}};
+  owner_ = true;
+}
+
+CallBatch::~CallBatch() {
+  if (!owner_) return;
+  flush();
+  delete tOpen;
+  tOpen = nullptr;
+}
+
+void CallBatch::flush() {
+  detail::flushCallBatch();
+}
+
+}  // namespace rpcjob::runtime
