@@ -6,6 +6,7 @@
 #include <set>
 
 #include "json_util.h"
+#include "owned_metadata.h"
 #include "rpcjob/api/quantity.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/assignment/intra_op_threads.h"
@@ -20,31 +21,6 @@ using web::json::value;
 
 value str(const std::string& s) {
   return value::string(s);
-}
-
-value ownerReferences(const JobRef& job) {
-  value ref = value::object();
-  ref["apiVersion"] = str(api::kApiVersion);
-  ref["kind"] = str(api::kKind);
-  ref["name"] = str(job.name);
-  ref["uid"] = str(job.uid);
-  ref["controller"] = value::boolean(true);
-  ref["blockOwnerDeletion"] = value::boolean(true);
-  value refs = value::array();
-  refs[0] = ref;
-  return refs;
-}
-
-value metadata(const JobRef& job, const std::string& name, value labels) {
-  value m = value::object();
-  m["name"] = str(name);
-  m["namespace"] = str(job.ns);
-  labels[kLabelInstance] = str(job.name);
-  labels[kLabelManagedBy] = str(kManagedBy);
-  labels[kLabelJobName] = str(job.name);
-  m["labels"] = labels;
-  m["ownerReferences"] = ownerReferences(job);
-  return m;
 }
 
 value parseOr(const std::string& text, value fallback) {
@@ -345,12 +321,10 @@ std::string assignmentConfigMapName(const std::string& job) {
 }
 
 std::string serviceJson(const JobRef& job, int rpcPort) {
-  value labels = value::object();
-  labels[kLabelName] = str(kWorkerAppName);
   value s = value::object();
   s["apiVersion"] = str("v1");
   s["kind"] = str("Service");
-  s["metadata"] = metadata(job, job.name, labels);
+  s["metadata"] = ownedMetadata(job, job.name);
   value& spec = s["spec"];
   spec["clusterIP"] = str("None");
   spec["publishNotReadyAddresses"] = value::boolean(true);
@@ -365,12 +339,10 @@ std::string serviceJson(const JobRef& job, int rpcPort) {
 }
 
 std::string configMapJson(const JobRef& job, const Assignment& assignment) {
-  value labels = value::object();
-  labels[kLabelName] = str(kWorkerAppName);
   value cm = value::object();
   cm["apiVersion"] = str("v1");
   cm["kind"] = str("ConfigMap");
-  cm["metadata"] = metadata(job, assignmentConfigMapName(job.name), labels);
+  cm["metadata"] = ownedMetadata(job, assignmentConfigMapName(job.name));
   cm["data"][kAssignmentKey] = str(toYaml(assignment));
   return cm.serialize();
 }
@@ -436,14 +408,13 @@ std::string podJson(const JobRef& job, const api::RpcJobSpec& spec, const planne
     if (tm.has_object_field("labels")) labels = tm.at("labels");
     if (tm.has_object_field("annotations")) annotations = tm.at("annotations");
   }
-  labels[kLabelName] = str(kWorkerAppName);
   labels[kLabelGroup] = str(firstGroup);
   labels[kLabelRestartGeneration] = str(std::to_string(generation));
   annotations[kAnnotationNode] = str(pod.node);
   value p = value::object();
   p["apiVersion"] = str("v1");
   p["kind"] = str("Pod");
-  p["metadata"] = metadata(job, pod.name, labels);
+  p["metadata"] = ownedMetadata(job, pod.name, labels);
   p["metadata"]["annotations"] = annotations;
   p["spec"] = podSpec;
   return p.serialize();

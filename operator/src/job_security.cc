@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "json_util.h"
+#include "owned_metadata.h"
 #include "rpcjob/api/types.h"
 #include "rpcjob/operator/client.h"
 #include "rpcjob/operator/errors.h"
@@ -21,27 +22,6 @@ using web::json::value;
 
 value str(const std::string& s) {
   return value::string(s);
-}
-
-// As children.cc's: the job's labels and a controller ownerReference, so that
-// garbage collection deletes these with the job.
-value metadata(const JobRef& job, const std::string& name) {
-  value ref = value::object();
-  ref["apiVersion"] = str(api::kApiVersion);
-  ref["kind"] = str(api::kKind);
-  ref["name"] = str(job.name);
-  ref["uid"] = str(job.uid);
-  ref["controller"] = value::boolean(true);
-  ref["blockOwnerDeletion"] = value::boolean(true);
-  value m = value::object();
-  m["name"] = str(name);
-  m["namespace"] = str(job.ns);
-  m["labels"][kLabelName] = str(kWorkerAppName);
-  m["labels"][kLabelInstance] = str(job.name);
-  m["labels"][kLabelManagedBy] = str(kManagedBy);
-  m["labels"][kLabelJobName] = str(job.name);
-  m["ownerReferences"][0] = ref;
-  return m;
 }
 
 void createIfMissing(kube::Client& client, const kube::Resource& resource, const JobRef& job,
@@ -71,7 +51,7 @@ std::string secretJson(const JobRef& job, const std::string& hexSecret) {
   value s = value::object();
   s["apiVersion"] = str("v1");
   s["kind"] = str("Secret");
-  s["metadata"] = metadata(job, jobSecretName(job.name));
+  s["metadata"] = ownedMetadata(job, jobSecretName(job.name));
   s["type"] = str("Opaque");
   s["immutable"] = value::boolean(true);
   s["stringData"][kSecretKey] = str(hexSecret);
@@ -92,7 +72,7 @@ std::string networkPolicyJson(const JobRef& job, const std::vector<int>& metrics
   value p = value::object();
   p["apiVersion"] = str("networking.k8s.io/v1");
   p["kind"] = str("NetworkPolicy");
-  p["metadata"] = metadata(job, networkPolicyName(job.name));
+  p["metadata"] = ownedMetadata(job, networkPolicyName(job.name));
   value& spec = p["spec"];
   spec["podSelector"]["matchLabels"][kLabelJobName] = str(job.name);
   spec["policyTypes"][0] = str("Ingress");
