@@ -47,14 +47,13 @@ bool isWorkerProgram(const std::string& command) {
   return (slash == std::string::npos ? command : command.substr(slash + 1)) == kWorkerProgram;
 }
 
-bool sets(const EnvList& env, const std::string& name) {
-  for (const auto& entry : env) {
-    if (entry.first == name) return true;
-  }
-  return false;
-}
-
 }  // namespace
+
+bool setsVariable(const std::vector<std::pair<std::string, std::string>>& env,
+                  const std::string& name) {
+  return std::any_of(env.begin(), env.end(),
+                     [&](const auto& entry) { return entry.first == name; });
+}
 
 std::string resolveCommand(const std::string& command, const std::string& manifestDir) {
   if (manifestDir.empty() || command.empty() || command.front() == '/' ||
@@ -127,8 +126,9 @@ Launches buildLaunches(const api::RpcJob& job, const planner::Plan& plan,
     w.env.insert(w.env.end(), pod.begin(), pod.end());
     if (!context.secretPath.empty()) w.env.push_back({kEnvSecretFile, context.secretPath});
     const auto isSet = [&](const std::string& name) {
-      return sets(w.env, name) || std::find(context.inherited.begin(), context.inherited.end(),
-                                            name) != context.inherited.end();
+      return setsVariable(w.env, name) ||
+             std::find(context.inherited.begin(), context.inherited.end(), name) !=
+                 context.inherited.end();
     };
     for (auto& entry : intraOpEnvironment(context.intraOpThreads, isSet)) {
       w.env.push_back(std::move(entry));

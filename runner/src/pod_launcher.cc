@@ -8,13 +8,6 @@
 namespace rpcjob::runner {
 namespace {
 
-bool sets(const std::vector<std::pair<std::string, std::string>>& env, const std::string& name) {
-  for (const auto& entry : env) {
-    if (entry.first == name) return true;
-  }
-  return false;
-}
-
 int codeOf(const ExitStatus& status) {
   return status.kind == ExitStatus::Kind::Signaled ? 128 + status.signal : status.code;
 }
@@ -31,7 +24,7 @@ std::vector<WorkerLaunch> podWorkerLaunches(
     l.name = w.name;
     l.env = w.env;
     const auto isSet = [&](const std::string& name) {
-      return sets(w.env, name) || sets(processEnv, name);
+      return setsVariable(w.env, name) || setsVariable(processEnv, name);
     };
     for (auto& entry : intraOpEnvironment(share, isSet)) l.env.push_back(std::move(entry));
     auto all = processEnv;

@@ -66,6 +66,10 @@ Launches buildLaunches(const api::RpcJob& job, const planner::Plan& plan,
 // against `manifestDir`; absolute paths and bare names (PATH) as they are.
 std::string resolveCommand(const std::string& command, const std::string& manifestDir);
 
+// Whether `env` has an entry named `name`.
+bool setsVariable(const std::vector<std::pair<std::string, std::string>>& env,
+                  const std::string& name);
+
 // Kubernetes' $(VAR) expansion.
 std::string expandReferences(const std::string& text,
                              const std::vector<std::pair<std::string, std::string>>& env);
