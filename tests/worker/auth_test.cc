@@ -31,6 +31,7 @@
 #include "autograd_functions.h"
 #include "cluster.h"
 #include "header_codec.h"
+#include "raw_peer.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/runtime/dist_autograd.h"
 #include "rpcjob/runtime/remote_object.h"
@@ -67,27 +68,14 @@ class AuthTest : public ::testing::Test {
     log_ = dir_ + "/w1.log";
     int fd = open(log_.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
     ASSERT_GE(fd, 0);
-    int ours = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
-    dup2(fd, STDERR_FILENO);
-    close(fd);
-    setenv(kEnvSecretFile, secretFile_.c_str(), 1);
-    setenv(kEnvHandshakeTimeoutMs, std::to_string(kHandshakeTimeout.count()).c_str(), 1);
     runtime::RuntimeOptions options;
     options.secret = kSecret;
-    try {
-      cluster_ = std::make_unique<Cluster>(1, options);
-    } catch (...) {
-      dup2(ours, STDERR_FILENO);
-      close(ours);
-      throw;
-    }
-    unsetenv(kEnvSecretFile);
-    unsetenv(kEnvHandshakeTimeoutMs);
-    dup2(ours, STDERR_FILENO);
-    close(ours);
-    context_ = std::make_shared<tensorpipe::Context>(tensorpipe::ContextOptions().name("hostile"));
-    context_->registerTransport(0, "uv", tensorpipe::transport::uv::create());
-    context_->registerChannel(0, "basic", tensorpipe::channel::basic::create());
+    cluster_ =
+        clusterLoggingTo(fd,
+                         {{kEnvSecretFile, secretFile_},
+                          {kEnvHandshakeTimeoutMs, std::to_string(kHandshakeTimeout.count())}},
+                         options);
+    context_ = rawPeerContext();
   }
 
   void TearDown() override {

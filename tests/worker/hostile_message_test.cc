@@ -36,6 +36,7 @@
 #include "cluster.h"
 #include "header_codec.h"
 #include "memory_limit.h"
+#include "raw_peer.h"
 
 namespace rpcjob::testing {
 namespace {
@@ -129,27 +130,11 @@ class HostileMessageTest : public ::testing::Test {
     log_ = ::testing::TempDir() + "hostile_message_test_XXXXXX";
     int fd = mkostemp(log_.data(), O_CLOEXEC);
     ASSERT_GE(fd, 0) << std::strerror(errno);
-    int ours = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
-    ASSERT_GE(ours, 0) << std::strerror(errno);
-    dup2(fd, STDERR_FILENO);
-    close(fd);
     // w1 reads its message limit from the environment it is forked with.
-    if (!maxMessageBytes_.empty()) setenv("RPCJOB_MAX_MESSAGE_BYTES", maxMessageBytes_.c_str(), 1);
-    try {
-      cluster_ = std::make_unique<Cluster>(1);
-    } catch (...) {
-      unsetenv("RPCJOB_MAX_MESSAGE_BYTES");
-      dup2(ours, STDERR_FILENO);
-      close(ours);
-      throw;
-    }
-    unsetenv("RPCJOB_MAX_MESSAGE_BYTES");
-    dup2(ours, STDERR_FILENO);
-    close(ours);
-    // A peer with the plainest transport and channel, both of which w1 offers.
-    context_ = std::make_shared<tensorpipe::Context>(tensorpipe::ContextOptions().name("hostile"));
-    context_->registerTransport(0, "uv", tensorpipe::transport::uv::create());
-    context_->registerChannel(0, "basic", tensorpipe::channel::basic::create());
+    std::vector<std::pair<std::string, std::string>> env;
+    if (!maxMessageBytes_.empty()) env.emplace_back("RPCJOB_MAX_MESSAGE_BYTES", maxMessageBytes_);
+    cluster_ = clusterLoggingTo(fd, env);
+    context_ = rawPeerContext();
   }
 
   void TearDown() override {
@@ -551,9 +536,7 @@ TEST_F(HostileMessageTest, AutogradFlagsThatDoNotMatchTheValueAreABadRequest) {
   // The same from a pipe that names itself "driver" (w1 only knows the name).
   context_->close();
   context_->join();
-  context_ = std::make_shared<tensorpipe::Context>(tensorpipe::ContextOptions().name("driver"));
-  context_->registerTransport(0, "uv", tensorpipe::transport::uv::create());
-  context_->registerChannel(0, "basic", tensorpipe::channel::basic::create());
+  context_ = rawPeerContext("driver");
   expectBadRequest(call(c10::kFloat, floats, {true, false}), "2 flags for 1 tensors");
   expectBadRequest(call(c10::kFloat, floats, {}), "0 flags for 1 tensors");
   expectBadRequest(call(c10::kInt, ints, {true}), "cannot require grad");
