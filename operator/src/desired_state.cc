@@ -158,6 +158,17 @@ class Computation {
   void invalid(const std::string& message);
   void fail(const std::string& reason, const std::string& message);
   void finishTerminal();  // ttl
+  // Every one of the job's `pods` succeeded: the terminal phase, the clean-up.
+  void succeed(size_t pods) {
+    setCondition("Succeeded", true, "AllWorkersSucceeded",
+                 "all " + plural(pods, "pod") + " of the job succeeded");
+    setCondition("Running", false, "AllWorkersSucceeded", "");
+    d_.status.phase = "Succeeded";
+    d_.status.completionTime = now_;
+    d_.status.readyWorkers = 0;
+    cleanUpPods();
+    finishTerminal();
+  }
   void relaunch(const std::string& reason, const std::string& message, bool countsAsRestart);
   bool handleNodeLoss(const std::map<std::string, const PodView*>& current);
   bool handleDeletedPod(const std::map<std::string, const PodView*>& current);
@@ -639,14 +650,7 @@ DesiredState Computation::run() {
     std::set<std::string> launched;
     for (const auto& w : prev_.workers) launched.insert(w.pod);
     if (!launched.empty() && succeeded == launched.size() && current.size() == launched.size()) {
-      setCondition("Succeeded", true, "AllWorkersSucceeded",
-                   "all " + plural(launched.size(), "pod") + " of the job succeeded");
-      setCondition("Running", false, "AllWorkersSucceeded", "");
-      d_.status.phase = "Succeeded";
-      d_.status.completionTime = now_;
-      d_.status.readyWorkers = 0;
-      cleanUpPods();
-      finishTerminal();
+      succeed(launched.size());
     }
     return finish();
   }
@@ -708,17 +712,10 @@ DesiredState Computation::run() {
   }
   const size_t n = d_.plan.pods.size();
   if (succeeded == n && current.size() == n) {
-    setCondition("Succeeded", true, "AllWorkersSucceeded",
-                 "all " + plural(n, "pod") + " of the job succeeded");
-    setCondition("Running", false, "AllWorkersSucceeded", "");
     if (isTrue(d_.status.conditions, "Restarting"))
       setCondition("Restarting", false, "Relaunched", "");
     fillWorkers();
-    d_.status.phase = "Succeeded";
-    d_.status.completionTime = now_;
-    d_.status.readyWorkers = 0;
-    cleanUpPods();
-    finishTerminal();
+    succeed(n);
     return finish();
   }
   if (bound == n && current.size() == n) {
