@@ -68,6 +68,18 @@ std::string envOf(const YAML::Node& container, const std::string& name) {
   return "";
 }
 
+// The first pod the operator makes for `manifest` (a job named `job`) on one CPU
+// node, as YAML; the plan must have `pods` pods.
+YAML::Node firstPod(const std::string& manifest, const std::string& job, size_t pods = 1) {
+  const api::ParseResult parsed = api::parseRpcJob(manifest);
+  EXPECT_TRUE(parsed.ok()) << api::formatErrors(parsed.errors);
+  const planner::Plan plan = planner::planJob(parsed.job, cluster(1, 0), {});
+  EXPECT_TRUE(plan.planned()) << plan.message;
+  EXPECT_EQ(plan.pods.size(), pods);
+  return YAML::Load(
+      podJson({job, "ns", "uid"}, parsed.job.spec, plan, plan.pods.at(0), "node-0", 0));
+}
+
 // Whether the pod has the job's Secret as a volume and `container` mounts it,
 // read-only, where RPCJOB_SECRET_FILE points.
 bool mountsJobSecret(const YAML::Node& pod, const YAML::Node& container, const std::string& job) {
@@ -358,13 +370,7 @@ TEST(PodLayout, LauncherContainerSumsCpuAndMemory) {
       "      template: {spec: {containers: [{name: w, image: i, resources: {requests: {cpu: '1', "
       "memory: 1Gi}, limits: {cpu: '2', memory: 1Gi}}, env: [{name: B, value: b}]}]}}\n"
       "  placement: {workersPerPod: Auto}\n";
-  const api::ParseResult parsed = api::parseRpcJob(text);
-  ASSERT_TRUE(parsed.ok()) << api::formatErrors(parsed.errors);
-  const planner::Plan plan = planner::planJob(parsed.job, cluster(1, 0), {});
-  ASSERT_TRUE(plan.planned()) << plan.message;
-  ASSERT_EQ(plan.pods.size(), 1u);
-  const YAML::Node c = YAML::Load(podJson({"sum", "ns", "uid"}, parsed.job.spec, plan, plan.pods[0],
-                                          "node-0", 0))["spec"]["containers"][0];
+  const YAML::Node c = firstPod(text, "sum")["spec"]["containers"][0];
   EXPECT_EQ(c["resources"]["requests"]["cpu"].Scalar(), "2500m");
   EXPECT_EQ(c["resources"]["requests"]["memory"].Scalar(), std::to_string(int64_t{3} << 30));
   EXPECT_EQ(c["resources"]["limits"]["cpu"].Scalar(), "5000m");
@@ -386,16 +392,11 @@ TEST(PodLayout, LauncherContainerSumsCpuAndMemory) {
 // without a limit, or with the template's own value, nothing is added.
 TEST(PodLayout, OneWorkerPodsWithACpuLimitGetThatManyIntraOpThreads) {
   auto podOf = [](const std::string& container) {
-    const std::string text =
+    return firstPod(
         "apiVersion: rpcjob.dev/v1alpha1\nkind: RpcJob\nmetadata: {name: omp}\nspec:\n"
         "  workers:\n    - name: a\n      template: {spec: {containers: [" +
-        container + "]}}\n";
-    const api::ParseResult parsed = api::parseRpcJob(text);
-    EXPECT_TRUE(parsed.ok()) << api::formatErrors(parsed.errors);
-    const planner::Plan plan = planner::planJob(parsed.job, cluster(1, 0), {});
-    EXPECT_TRUE(plan.planned()) << plan.message;
-    return YAML::Load(podJson({"omp", "ns", "uid"}, parsed.job.spec, plan, plan.pods.at(0),
-                              "node-0", 0))["spec"]["containers"][0];
+            container + "]}}\n",
+        "omp")["spec"]["containers"][0];
   };
   const YAML::Node limited = podOf("{name: w, image: i, resources: {limits: {cpu: 4500m}}}");
   EXPECT_EQ(envOf(limited, kEnvOmpNumThreads), "4");
@@ -426,13 +427,7 @@ TEST(PodLayout, EveryWorkerOfASharedPodGetsTheJobSecretAndItsContainerMountsIt) 
       "      replicas: 2\n"
       "      template: {spec: {containers: [{name: w, image: i}]}}\n"
       "  placement: {workersPerPod: Auto}\n";
-  const api::ParseResult parsed = api::parseRpcJob(text);
-  ASSERT_TRUE(parsed.ok()) << api::formatErrors(parsed.errors);
-  const planner::Plan plan = planner::planJob(parsed.job, cluster(1, 0), {});
-  ASSERT_TRUE(plan.planned()) << plan.message;
-  ASSERT_EQ(plan.pods.size(), 1u);
-  const YAML::Node pod =
-      YAML::Load(podJson({"sec", "ns", "uid"}, parsed.job.spec, plan, plan.pods[0], "node-0", 0));
+  const YAML::Node pod = firstPod(text, "sec");
   const YAML::Node c = pod["spec"]["containers"][0];
   EXPECT_TRUE(mountsJobSecret(pod, c, "sec"));
   EXPECT_EQ(envOf(c, kEnvSecretFile), "") << "per worker, in the launch spec";
@@ -449,12 +444,7 @@ TEST(PodLayout, EveryWorkerOfASharedPodGetsTheJobSecretAndItsContainerMountsIt) 
   // A pod of one worker: its container's env names the operator's path only.
   std::string one = text;
   one.replace(one.find("workersPerPod: Auto"), 19, "workersPerPod: 1");
-  const api::ParseResult alone = api::parseRpcJob(one);
-  ASSERT_TRUE(alone.ok()) << api::formatErrors(alone.errors);
-  const planner::Plan onePlan = planner::planJob(alone.job, cluster(1, 0), {});
-  ASSERT_TRUE(onePlan.planned()) << onePlan.message;
-  const YAML::Node first = YAML::Load(
-      podJson({"sec", "ns", "uid"}, alone.job.spec, onePlan, onePlan.pods[0], "node-0", 0));
+  const YAML::Node first = firstPod(one, "sec", 3);
   std::vector<std::string> paths;
   for (const auto& e : first["spec"]["containers"][0]["env"]) {
     if (e["name"].Scalar() == kEnvSecretFile) paths.push_back(e["value"].Scalar());
