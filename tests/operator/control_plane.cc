@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
 #include "rpcjob/operator/config.h"
+#include "rpcjob/operator/errors.h"
 #include "rpcjob/operator/object.h"
 #include "rpcjob/operator/resource.h"
 
@@ -115,6 +117,17 @@ std::shared_ptr<kube::Client> ControlPlane::nogroupClient() const {
 bool podsAdmittedIn(kube::Client& client, const std::string& ns) {
   const auto account = client.tryGet(kube::resources::kServiceAccounts, ns, "default");
   return account && kube::jsonString(account->json, "/secrets/0/name").has_value();
+}
+
+void createRpcJobCrd(kube::Client& client) {
+  std::ifstream in(std::string(RPCJOB_SOURCE_DIR) + "/crds/rpcjob.yaml");
+  std::stringstream yaml;
+  yaml << in.rdbuf();
+  try {
+    client.create(kube::resources::kCustomResourceDefinitions, "", kube::yamlToJson(yaml.str()));
+  } catch (const kube::ApiError& e) {
+    if (!e.alreadyExists()) throw;
+  }
 }
 
 namespace {

@@ -59,6 +59,11 @@ class ControlPlaneEnvironment : public ::testing::Environment {
 // Pod create fails with 500 "No API token found for service account").
 bool podsAdmittedIn(kube::Client& client, const std::string& ns);
 
+// Creates the RpcJob CRD (crds/rpcjob.yaml) unless it exists. Created, not
+// server-side applied: v1.20's apply refuses a CRD with x-kubernetes-validations
+// (CEL, 1.25+), a create drops them. It serves a moment later: wait for a list.
+void createRpcJobCrd(kube::Client& client);
+
 // Polls `pred` every `interval` until it holds or `timeout` passes (then asks
 // once more). An exception from `pred` ends the wait and fails the test.
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout,

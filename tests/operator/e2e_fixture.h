@@ -123,15 +123,7 @@ class E2e : public ::testing::Test {
   void ensureCrd() {
     static bool done = false;
     if (done) return;
-    std::ifstream in(std::string(RPCJOB_SOURCE_DIR) + "/crds/rpcjob.yaml");
-    std::stringstream yaml;
-    yaml << in.rdbuf();
-    // Created, not server-side applied: v1.20 refuses x-kubernetes-validations in an apply.
-    try {
-      client_->create(r::kCustomResourceDefinitions, "", yamlToJson(yaml.str()));
-    } catch (const ApiError& e) {
-      if (!e.alreadyExists()) throw;
-    }
+    rpcjob::testing::createRpcJobCrd(*client_);
     ASSERT_TRUE(eventuallyThroughApiErrors(
         [&] {
           client_->list(r::kRpcJobs, "default");

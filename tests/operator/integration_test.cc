@@ -59,20 +59,7 @@ class Kube : public ::testing::Test {
   }
 
   void ensureCrd() {
-    std::string path = std::string(RPCJOB_SOURCE_DIR) + "/crds/rpcjob.yaml";
-    if (!std::filesystem::exists(path)) {
-      path = std::string(RPCJOB_SOURCE_DIR) + "/tests/kube/test-rpcjob-crd.yaml";
-    }
-    std::ifstream in(path);
-    std::stringstream yaml;
-    yaml << in.rdbuf();
-    // Created, not server-side applied: v1.20's apply knows no x-kubernetes-validations
-    // (CEL, 1.25+) and refuses a CRD that has them; a create drops them.
-    try {
-      client_->create(r::kCustomResourceDefinitions, "", yamlToJson(yaml.str()));
-    } catch (const ApiError& e) {
-      if (!e.alreadyExists()) throw;
-    }
+    rpcjob::testing::createRpcJobCrd(*client_);
     ASSERT_TRUE(eventually(
         [&] {
           try {
@@ -83,7 +70,7 @@ class Kube : public ::testing::Test {
           }
         },
         20s))
-        << "CRD from " << path << " never became served";
+        << "CRD from crds/rpcjob.yaml never became served";
   }
 
   std::shared_ptr<Client> client_;
