@@ -210,7 +210,13 @@ image_w = 128
 image_h = 128
 
 
+# RPCJOB_EXAMPLE_PHASES=1: where each num_split's time goes, on stderr, as
+# examples/resnet-pipeline prints it (not the tutorial's; timing only, no syncs).
+PHASES = os.environ.get("RPCJOB_EXAMPLE_PHASES") is not None
+
+
 def run_master(num_split):
+    mark = time.time()
     # put the two model parts on worker1 and worker2 respectively
     model = DistResNet50(num_split, ["worker1", "worker2"])
     loss_fn = nn.MSELoss()
@@ -220,6 +226,8 @@ def run_master(num_split):
         lr=0.05,
     )
 
+    if PHASES:
+        print(f"phases split={num_split} setup={time.time() - mark:.4f}", file=sys.stderr)
     one_hot_indices = torch.LongTensor(batch_size) \
                            .random_(0, num_classes) \
                            .view(batch_size, 1)
@@ -232,9 +240,15 @@ def run_master(num_split):
                       .scatter_(1, one_hot_indices, 1)
 
         with dist_autograd.context() as context_id:
+            t0 = time.time()
             outputs = model(inputs)
+            t1 = time.time()
             dist_autograd.backward(context_id, [loss_fn(outputs, labels)])
+            t2 = time.time()
             opt.step(context_id)
+            if PHASES:
+                print(f"phases split={num_split} batch={i} forward={t1 - t0:.4f} "
+                      f"backward={t2 - t1:.4f} step={time.time() - t2:.4f}", file=sys.stderr)
 
 
 def run_worker(rank, world_size, num_split, port, master_times):

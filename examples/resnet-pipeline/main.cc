@@ -34,6 +34,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <memory>
@@ -278,6 +279,16 @@ struct DistResNet50 {
 // shard 2's last one the optimizer left unchanged (0 when training works).
 int runMaster(Runtime& rt, int64_t numSplit, const std::vector<std::string>& workers,
               const Options& o, bool gpuActivations) {
+  // RPCJOB_EXAMPLE_PHASES=1: where each num_split's time goes, on stderr (every
+  // phase ends on the master's CPU, so timing it adds no synchronization).
+  const bool phases = std::getenv("RPCJOB_EXAMPLE_PHASES") != nullptr;
+  auto mark = std::chrono::steady_clock::now();
+  const auto lap = [&] {
+    const auto now = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(now - mark).count();
+    mark = now;
+    return s;
+  };
   DistResNet50 model(rt, numSplit, workers, o, gpuActivations);
   const std::vector<RRef> params = model.parameterRRefs();
   // Shard 1's first parameter and shard 2's last, copied to the CPU by their
@@ -288,6 +299,8 @@ int runMaster(Runtime& rt, int64_t numSplit, const std::vector<std::string>& wor
   };
   const std::vector<at::Tensor> before = watched();
   DistributedOptimizer opt(rt, params, torch::optim::SGDOptions(0.05));
+  if (phases)
+    std::fprintf(stderr, "phases split=%lld setup=%.4f\n", static_cast<long long>(numSplit), lap());
 
   const at::Tensor oneHotIndices = torch::randint(0, o.classes, {o.batch, 1}, torch::kLong);
   for (int i = 0; i < o.batches; ++i) {
@@ -297,9 +310,16 @@ int runMaster(Runtime& rt, int64_t numSplit, const std::vector<std::string>& wor
     const at::Tensor inputs = torch::randn({o.batch, 3, o.image, o.image});
     const at::Tensor labels = torch::zeros({o.batch, o.classes}).scatter_(1, oneHotIndices, 1);
     dist_autograd::Context ctx(rt);
+    lap();
     const at::Tensor outputs = model.forward(inputs);
+    const double forward = lap();
     dist_autograd::backward(rt, ctx.id(), {torch::mse_loss(outputs, labels)});
+    const double backward = lap();
     opt.step(ctx.id());
+    if (phases) {
+      std::fprintf(stderr, "phases split=%lld batch=%d forward=%.4f backward=%.4f step=%.4f\n",
+                   static_cast<long long>(numSplit), i, forward, backward, lap());
+    }
   }
   int unchanged = 0;
   const std::vector<at::Tensor> after = watched();

@@ -73,7 +73,7 @@ if [[ $what == all || $what == build ]]; then
   head -c 6000 "$L/tp_headers.diff" 2>/dev/null
   (cmake --preset gpu -DRPCJOB_BUILD_OPERATOR=OFF -DTensorpipe_INCLUDE_DIR=$TORCH_DIR/include \
     -DRPCJOB_TENSORPIPE_EXTRA_INCLUDE_DIR=$TP >"$L/configure.log" 2>&1 &&
-    cmake --build $B -j32 --target rpcjob_gpu_test rpcjob_gpu_autograd_test rpcjob-gpu-bench \
+    cmake --build $B -j32 --target rpcjob_gpu_test rpcjob_gpu_autograd_test rpcjob-gpu-bench rpcjob-same-gpu-floor \
       rpcjob-bench rpcjob-worker rpcjob rpcjob-launch >"$L/build.log" 2>&1) ||
     { grep -B5 -A25 -m3 "error" "$L/build.log" | head -120; tail -30 "$L/configure.log"; exit 1; }
   say "build ok ($((SECONDS - T0)) s)"
@@ -205,16 +205,20 @@ if [[ $what == all || $what == seeds ]]; then
   : >"$fresh"
   for n in 1 2 4 8; do
     sed "s/\"1,2,4,8\"/\"$n\"/; s/name: $ex\$/name: $ex-s$n/" examples/$ex.yaml >"$L/$ex-s$n.yaml"
-    PATH=$PWD/$B/seeds/resnet-pipeline:$P/bin:$PATH \
+    RPCJOB_EXAMPLE_PHASES=1 PATH=$PWD/$B/seeds/resnet-pipeline:$P/bin:$PATH \
       timeout 300 "$P/bin/rpcjob" run "$L/$ex-s$n.yaml" --run-dir "$L/run-$ex-s$n" --first-port $port \
       >>"$fresh" 2>&1 || say "fresh job for num_split $n FAILED (rc=$?)"
     port=$((port + 20))
   done
   # The tutorial's own program, the same sizes, on the same GPUs.
-  PYTHONUNBUFFERED=1 timeout 900 python3 benchmarks/gpu/resnet_pipeline_torch.py 29990 \
+  RPCJOB_EXAMPLE_PHASES=1 PYTHONUNBUFFERED=1 timeout 900 python3 benchmarks/gpu/resnet_pipeline_torch.py 29990 \
     >"$L/resnet_pipeline_torch.log" 2>&1
   say "PyTorch pipeline tutorial rc=$?"
   grep -E "^number of splits" "$L/resnet_pipeline_torch.log" | tee -a "$S"
+  # Where each num_split's time went (RPCJOB_EXAMPLE_PHASES): ours fresh, then PyTorch's.
+  { echo "phases, ours (a job per num_split):"; grep -ho "phases .*" "$fresh"
+    echo "phases, PyTorch's tutorial:"; grep -ho "phases .*" "$L/resnet_pipeline_torch.log"; } |
+    tee "$L/phases.txt" | tee -a "$S"
   ours=$L/resnet-pipeline-one-gpu.log
   ((GPUS > 1)) && ours=$L/resnet-pipeline-cuda.log
   python3 benchmarks/gpu/seeds_table.py "$ours" "$L/resnet_pipeline_torch.log" --fresh "$fresh" \
@@ -317,6 +321,9 @@ if [[ $what == all || $what == bench ]]; then
   OMP_NUM_THREADS=$n OMP_WAIT_POLICY=PASSIVE RPCJOB_BENCH_ONLY=recipe PYTHONUNBUFFERED=1 timeout 150 \
     python3 benchmarks/gpu/torch_rpc_bench.py 29519 2>>"$L/bench.err" | grep '^{' |
     sed "s/\"impl\": \"pytorch\"/\"impl\": \"pytorch, recipe only, OMP_NUM_THREADS=$n, passive\"/" >>"$R"
+  # The bound under the shared GPU's round trips: a hand-off between two processes
+  # on one GPU with nothing but the CUDA runtime (same_gpu_floor.cc).
+  timeout 120 $B/tests/gpu/rpcjob-same-gpu-floor | tee "$L/same_gpu_floor.txt" | tee -a "$S"
   [[ ${CPU_BENCH:-1} == 0 ]] || timeout 120 $B/worker/rpcjob-bench --json >"$L/cpu_bench.json" 2>>"$L/bench.err"
   python3 benchmarks/gpu/table.py "$R" "$L/cpu_bench.json" | tee "$OUT/table.md"
   tail -8 "$L/bench.err"

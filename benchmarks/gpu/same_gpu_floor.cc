@@ -1,0 +1,254 @@
+// rpcjob-same-gpu-floor: what a hand-off between two processes that share one
+// GPU costs, with no RPC runtime, no TensorPipe and no libtorch: the bound
+// under every CUDA round trip of two workers placed on one GPU
+// (workersPerGpu 2: the recipe's "CUDA RPC" mode and the pipeline's shards on
+// a one-GPU machine).
+//
+// Two parties pass a turn back and forth through shared memory, spinning. On
+// its turn a party does its step, then hands the turn over; a round trip is
+// two turns. The parties are two processes (fork before CUDA is touched, so
+// each has its own CUDA context, as two workers do) or, for comparison, two
+// threads of one process (one context). Steps:
+//   host   no GPU work: the cost of the turn itself
+//   tiny   a 4-byte cudaMemsetAsync on the party's stream, an event recorded
+//          after it, cudaEventQuery until it completes (what the runtime's
+//          EventPoller does)
+//   copy   a 4 MB device-to-device copy from the other party's buffer
+//          (cudaIpcOpenMemHandle'd in process mode), then the same wait: one
+//          hop of a 4 MB tensor, as cuda_nvlink moves it on a shared GPU
+//   one    party 0 does `tiny`, party 1 only hands the turn back (its
+//          context exists but stays idle): is the cost per context switch?
+//
+//   rpcjob-same-gpu-floor [--rounds N] [--json]
+//
+// Exit codes: 0 success, 1 a CUDA call or a child failed, 2 usage.
+
+#include <cuda_runtime.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr size_t kCopyBytes = size_t{4} << 20;
+constexpr int kMaxRounds = 100000;
+
+enum class Step { kHost, kTiny, kCopy, kOne };
+const char* name(Step s) {
+  switch (s) {
+    case Step::kHost:
+      return "host";
+    case Step::kTiny:
+      return "tiny";
+    case Step::kCopy:
+      return "copy";
+    case Step::kOne:
+      return "one";
+  }
+  return "?";
+}
+
+// In memory both parties see (MAP_SHARED before the fork in process mode).
+struct Shared {
+  std::atomic<uint64_t> turn{0};  // even: party 0 acts, odd: party 1
+  std::atomic<int> exported{0};   // parties whose buffer handle is in `memory`
+  std::atomic<int> failed{0};
+  cudaIpcMemHandle_t memory[2];
+  void* pointer[2];  // thread mode: the buffers themselves
+  double roundTripUs[kMaxRounds];
+};
+
+bool check(cudaError_t e, const char* what, Shared* s) {
+  if (e == cudaSuccess) return true;
+  std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+  s->failed.store(1);
+  return false;
+}
+
+// One party's side of `rounds` round trips (plus a warm-up); party 0 records
+// each round trip's time.
+void party(int me, Step step, bool processes, int warmup, int rounds, Shared* s) {
+  const bool gpu = step != Step::kHost && !(step == Step::kOne && me == 1);
+  cudaStream_t stream = nullptr;
+  cudaEvent_t done = nullptr;
+  void* mine = nullptr;
+  void* theirs = nullptr;
+  if (gpu) {
+    if (!check(cudaSetDevice(0), "cudaSetDevice", s) ||
+        !check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream", s) ||
+        !check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "event", s) ||
+        !check(cudaMalloc(&mine, kCopyBytes), "cudaMalloc", s)) {
+      return;
+    }
+    if (step == Step::kCopy) {
+      if (processes) {
+        if (!check(cudaIpcGetMemHandle(&s->memory[me], mine), "cudaIpcGetMemHandle", s)) return;
+      } else {
+        s->pointer[me] = mine;
+      }
+      s->exported.fetch_add(1);
+      while (s->exported.load() < 2 && s->failed.load() == 0) std::this_thread::yield();
+      if (processes) {
+        if (!check(cudaIpcOpenMemHandle(&theirs, s->memory[1 - me], cudaIpcMemLazyEnablePeerAccess),
+                   "cudaIpcOpenMemHandle", s)) {
+          return;
+        }
+      } else {
+        theirs = s->pointer[1 - me];
+      }
+    }
+  }
+  const int total = warmup + rounds;
+  auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < total; ++r) {
+    const uint64_t mine_turn = 2 * static_cast<uint64_t>(r) + static_cast<uint64_t>(me);
+    while (s->turn.load(std::memory_order_acquire) != mine_turn) {
+      if (s->failed.load(std::memory_order_relaxed)) return;
+    }
+    if (me == 0) {
+      auto now = std::chrono::steady_clock::now();
+      if (r > warmup) {
+        s->roundTripUs[r - warmup - 1] =
+            std::chrono::duration<double, std::micro>(now - start).count();
+      }
+      start = now;
+    }
+    if (gpu) {
+      if (step == Step::kCopy) {
+        cudaMemcpyAsync(mine, theirs, kCopyBytes, cudaMemcpyDeviceToDevice, stream);
+      } else {
+        cudaMemsetAsync(mine, r & 0xff, 4, stream);
+      }
+      cudaEventRecord(done, stream);
+      cudaError_t e;
+      while ((e = cudaEventQuery(done)) == cudaErrorNotReady) {
+      }
+      if (!check(e, "cudaEventQuery", s)) return;
+    }
+    s->turn.store(mine_turn + 1, std::memory_order_release);
+  }
+  if (me == 0) {  // the last round trip ends when the turn comes back once more
+    while (s->turn.load(std::memory_order_acquire) != 2 * static_cast<uint64_t>(total) &&
+           s->failed.load() == 0) {
+    }
+    s->roundTripUs[rounds - 1] =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  }
+  if (theirs != nullptr && processes) cudaIpcCloseMemHandle(theirs);
+  if (gpu) {
+    cudaFree(mine);
+    cudaEventDestroy(done);
+    cudaStreamDestroy(stream);
+  }
+}
+
+struct Result {
+  double p10 = 0, p50 = 0, p90 = 0;
+};
+
+// Runs one measurement; false when a party failed.
+bool measure(Step step, bool processes, int rounds, Shared* s, Result& out) {
+  s->turn.store(0);
+  s->exported.store(0);
+  s->failed.store(0);
+  const int warmup = 200;
+  if (processes) {
+    pid_t children[2];
+    for (int me = 0; me < 2; ++me) {
+      children[me] = fork();
+      if (children[me] == 0) {
+        party(me, step, true, warmup, rounds, s);
+        std::fflush(stderr);
+        _exit(s->failed.load() ? 1 : 0);
+      }
+    }
+    bool ok = true;
+    for (pid_t c : children) {
+      int status = 0;
+      waitpid(c, &status, 0);
+      ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    }
+    if (!ok) return false;
+  } else {
+    std::thread other([&] { party(1, step, false, warmup, rounds, s); });
+    party(0, step, false, warmup, rounds, s);
+    other.join();
+    if (s->failed.load()) return false;
+  }
+  std::vector<double> v(s->roundTripUs, s->roundTripUs + rounds);
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))]; };
+  out = Result{at(0.1), at(0.5), at(0.9)};
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rounds = 2000;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--rounds" && i + 1 < argc) {
+      rounds = std::atoi(argv[++i]);
+    } else if (a == "--json") {
+      json = true;
+    } else {
+      std::fprintf(stderr, "usage: rpcjob-same-gpu-floor [--rounds N (1..%d)] [--json]\n",
+                   kMaxRounds);
+      return 2;
+    }
+  }
+  if (rounds < 1 || rounds > kMaxRounds) {
+    std::fprintf(stderr, "--rounds must be 1..%d\n", kMaxRounds);
+    return 2;
+  }
+  void* mem =
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    std::perror("mmap");
+    return 1;
+  }
+  auto* s = new (mem) Shared();
+  // The processes first: the parent must not touch CUDA before it forks.
+  const Step steps[] = {Step::kHost, Step::kTiny, Step::kOne, Step::kCopy};
+  std::string out = "{";
+  if (!json) {
+    std::printf("round trip (2 turns) between two parties on GPU 0, %d rounds, us\n", rounds);
+    std::printf("%-10s %-6s %10s %10s %10s\n", "parties", "step", "p10", "p50", "p90");
+  }
+  for (bool processes : {true, false}) {
+    for (Step step : steps) {
+      Result r;
+      if (!measure(step, processes, rounds, s, r)) {
+        std::fprintf(stderr, "%s/%s failed\n", processes ? "processes" : "threads", name(step));
+        return 1;
+      }
+      const std::string key = std::string(processes ? "processes" : "threads") + "_" + name(step);
+      if (json) {
+        char text[160];
+        std::snprintf(
+            text, sizeof(text), "%s\"%s_p50_us\": %.2f, \"%s_p10_us\": %.2f, \"%s_p90_us\": %.2f",
+            out.size() > 1 ? ", " : "", key.c_str(), r.p50, key.c_str(), r.p10, key.c_str(), r.p90);
+        out += text;
+      } else {
+        std::printf("%-10s %-6s %10.2f %10.2f %10.2f\n", processes ? "processes" : "threads",
+                    name(step), r.p10, r.p50, r.p90);
+      }
+    }
+  }
+  if (json) std::printf("%s}\n", out.c_str());
+  return 0;
+}
