@@ -18,6 +18,13 @@
 //          hop of a 4 MB tensor, as cuda_nvlink moves it on a shared GPU
 //   one    party 0 does `tiny`, party 1 only hands the turn back (its
 //          context exists but stays idle): is the cost per context switch?
+//   ipc    `tiny` with an interprocess event, handed over at once; the next
+//          party first polls that event (cudaEventQuery on the opened handle,
+//          as cuda_nvlink's receiver on a shared GPU does)
+// Then, processes only: does a process that polls an event of the other slow
+// the other's GPU work down? Party 1 runs a burst of large memsets and records
+// an interprocess event; party 0 waits on shared memory (idle), or spins
+// cudaEventQuery on that event. The burst's time, as party 1 sees it.
 //
 //   rpcjob-same-gpu-floor [--rounds N] [--json]
 //
@@ -45,7 +52,7 @@ namespace {
 constexpr size_t kCopyBytes = size_t{4} << 20;
 constexpr int kMaxRounds = 100000;
 
-enum class Step { kHost, kTiny, kCopy, kOne };
+enum class Step { kHost, kTiny, kCopy, kOne, kIpc };
 const char* name(Step s) {
   switch (s) {
     case Step::kHost:
@@ -56,6 +63,8 @@ const char* name(Step s) {
       return "copy";
     case Step::kOne:
       return "one";
+    case Step::kIpc:
+      return "ipc";
   }
   return "?";
 }
@@ -66,7 +75,11 @@ struct Shared {
   std::atomic<int> exported{0};   // parties whose buffer handle is in `memory`
   std::atomic<int> failed{0};
   cudaIpcMemHandle_t memory[2];
-  void* pointer[2];  // thread mode: the buffers themselves
+  cudaIpcEventHandle_t events[2];
+  std::atomic<int> eventsExported{0};
+  std::atomic<int> polling{0};  // interference: party 0 polls now
+  void* pointer[2];             // thread mode: the buffers themselves
+  cudaEvent_t threadEvents[2];
   double roundTripUs[kMaxRounds];
 };
 
@@ -83,14 +96,34 @@ void party(int me, Step step, bool processes, int warmup, int rounds, Shared* s)
   const bool gpu = step != Step::kHost && !(step == Step::kOne && me == 1);
   cudaStream_t stream = nullptr;
   cudaEvent_t done = nullptr;
+  cudaEvent_t theirsReady = nullptr;  // kIpc: the other party's event
   void* mine = nullptr;
   void* theirs = nullptr;
   if (gpu) {
+    const unsigned flags =
+        cudaEventDisableTiming | (step == Step::kIpc && processes ? cudaEventInterprocess : 0);
     if (!check(cudaSetDevice(0), "cudaSetDevice", s) ||
         !check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream", s) ||
-        !check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "event", s) ||
+        !check(cudaEventCreateWithFlags(&done, flags), "event", s) ||
         !check(cudaMalloc(&mine, kCopyBytes), "cudaMalloc", s)) {
       return;
+    }
+    if (step == Step::kIpc) {
+      if (processes) {
+        if (!check(cudaIpcGetEventHandle(&s->events[me], done), "cudaIpcGetEventHandle", s)) return;
+      } else {
+        s->threadEvents[me] = done;
+      }
+      s->eventsExported.fetch_add(1);
+      while (s->eventsExported.load() < 2 && s->failed.load() == 0) std::this_thread::yield();
+      if (processes) {
+        if (!check(cudaIpcOpenEventHandle(&theirsReady, s->events[1 - me]),
+                   "cudaIpcOpenEventHandle", s)) {
+          return;
+        }
+      } else {
+        theirsReady = s->threadEvents[1 - me];
+      }
     }
     if (step == Step::kCopy) {
       if (processes) {
@@ -125,7 +158,15 @@ void party(int me, Step step, bool processes, int warmup, int rounds, Shared* s)
       }
       start = now;
     }
-    if (gpu) {
+    if (step == Step::kIpc) {
+      // The other party handed over at once: wait for its work here, on the host.
+      cudaError_t e;
+      while ((e = cudaEventQuery(theirsReady)) == cudaErrorNotReady) {
+      }
+      if (!check(e, "cudaEventQuery (the other's event)", s)) return;
+      cudaMemsetAsync(mine, r & 0xff, 4, stream);
+      cudaEventRecord(done, stream);
+    } else if (gpu) {
       if (step == Step::kCopy) {
         cudaMemcpyAsync(mine, theirs, kCopyBytes, cudaMemcpyDeviceToDevice, stream);
       } else {
@@ -148,6 +189,8 @@ void party(int me, Step step, bool processes, int warmup, int rounds, Shared* s)
   }
   if (theirs != nullptr && processes) cudaIpcCloseMemHandle(theirs);
   if (gpu) {
+    cudaStreamSynchronize(stream);
+    if (theirsReady != nullptr && processes) cudaEventDestroy(theirsReady);
     cudaFree(mine);
     cudaEventDestroy(done);
     cudaStreamDestroy(stream);
@@ -162,6 +205,7 @@ struct Result {
 bool measure(Step step, bool processes, int rounds, Shared* s, Result& out) {
   s->turn.store(0);
   s->exported.store(0);
+  s->eventsExported.store(0);
   s->failed.store(0);
   const int warmup = 200;
   if (processes) {
@@ -169,6 +213,7 @@ bool measure(Step step, bool processes, int rounds, Shared* s, Result& out) {
     for (int me = 0; me < 2; ++me) {
       children[me] = fork();
       if (children[me] == 0) {
+        alarm(60);
         party(me, step, true, warmup, rounds, s);
         std::fflush(stderr);
         _exit(s->failed.load() ? 1 : 0);
@@ -194,6 +239,88 @@ bool measure(Step step, bool processes, int rounds, Shared* s, Result& out) {
   return true;
 }
 
+// Party 1's burst (kBurst memsets of kBurstBytes, then its interprocess
+// event), kBursts times; party 0 meanwhile waits on shared memory or, with
+// `poll`, spins cudaEventQuery on that event. The median burst in ms, or < 0.
+constexpr int kBurst = 100;
+constexpr size_t kBurstBytes = size_t{256} << 20;
+constexpr int kBursts = 7;
+constexpr uint64_t kNobody = ~uint64_t{0};
+
+double interference(bool poll, Shared* s) {
+  s->turn.store(kNobody);  // party 1 starts when party 0 says so, not before
+  s->eventsExported.store(0);
+  s->failed.store(0);
+  pid_t children[2];
+  for (int me = 0; me < 2; ++me) {
+    children[me] = fork();
+    if (children[me] != 0) continue;
+    alarm(60);  // a party that never gets its turn must not hang the run
+    if (me == 1) {
+      void* buffer = nullptr;
+      cudaStream_t stream = nullptr;
+      cudaEvent_t done = nullptr;
+      if (!check(cudaSetDevice(0), "cudaSetDevice", s) ||
+          !check(cudaMalloc(&buffer, kBurstBytes), "cudaMalloc", s) ||
+          !check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream", s) ||
+          !check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming | cudaEventInterprocess),
+                 "event", s) ||
+          !check(cudaIpcGetEventHandle(&s->events[1], done), "cudaIpcGetEventHandle", s)) {
+        _exit(1);
+      }
+      s->eventsExported.store(1);
+      for (int k = -1; k < kBursts; ++k) {  // -1: the warm-up
+        const uint64_t go = 2 * static_cast<uint64_t>(k + 1);
+        while (s->turn.load(std::memory_order_acquire) != go) {
+          if (s->failed.load()) _exit(1);
+        }
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < kBurst; ++i) cudaMemsetAsync(buffer, i & 0xff, kBurstBytes, stream);
+        cudaEventRecord(done, stream);
+        cudaError_t e;
+        while ((e = cudaEventQuery(done)) == cudaErrorNotReady) {
+        }
+        if (!check(e, "cudaEventQuery", s)) _exit(1);
+        if (k >= 0) {
+          s->roundTripUs[k] =
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count();
+        }
+        s->turn.store(go + 1, std::memory_order_release);
+      }
+      _exit(0);
+    }
+    cudaEvent_t theirs = nullptr;
+    while (s->eventsExported.load() < 1) {
+      if (s->failed.load()) _exit(1);
+    }
+    if (poll &&
+        (!check(cudaSetDevice(0), "cudaSetDevice", s) ||
+         !check(cudaIpcOpenEventHandle(&theirs, s->events[1]), "cudaIpcOpenEventHandle", s))) {
+      _exit(1);
+    }
+    for (int k = -1; k < kBursts; ++k) {
+      const uint64_t go = 2 * static_cast<uint64_t>(k + 1);
+      s->turn.store(go, std::memory_order_release);
+      while (s->turn.load(std::memory_order_acquire) != go + 1) {
+        if (s->failed.load()) _exit(1);
+        if (poll) cudaEventQuery(theirs);
+      }
+    }
+    _exit(0);
+  }
+  bool ok = true;
+  for (pid_t c : children) {
+    int status = 0;
+    waitpid(c, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  if (!ok) return -1;
+  std::vector<double> v(s->roundTripUs, s->roundTripUs + kBursts);
+  std::sort(v.begin(), v.end());
+  return v[kBursts / 2];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -215,6 +342,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--rounds must be 1..%d\n", kMaxRounds);
     return 2;
   }
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // each line out as it is measured
+  alarm(600);
   void* mem =
       mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
@@ -223,11 +352,30 @@ int main(int argc, char** argv) {
   }
   auto* s = new (mem) Shared();
   // The processes first: the parent must not touch CUDA before it forks.
-  const Step steps[] = {Step::kHost, Step::kTiny, Step::kOne, Step::kCopy};
+  const Step steps[] = {Step::kHost, Step::kTiny, Step::kOne, Step::kIpc, Step::kCopy};
   std::string out = "{";
   if (!json) {
     std::printf("round trip (2 turns) between two parties on GPU 0, %d rounds, us\n", rounds);
     std::printf("%-10s %-6s %10s %10s %10s\n", "parties", "step", "p10", "p50", "p90");
+  }
+  double burst[2];
+  for (bool poll : {false, true}) {
+    burst[poll] = interference(poll, s);
+    if (burst[poll] < 0) {
+      std::fprintf(stderr, "interference (%s) failed\n", poll ? "polling" : "idle");
+      return 1;
+    }
+  }
+  if (json) {
+    char text[160];
+    std::snprintf(text, sizeof(text), "\"burst_idle_ms\": %.3f, \"burst_polled_ms\": %.3f",
+                  burst[0], burst[1]);
+    out += text;
+  } else {
+    std::printf(
+        "a burst of %d memsets of %zu MiB in one process (median of %d, ms): %.3f with "
+        "the other process idle, %.3f with it polling the burst's event\n",
+        kBurst, kBurstBytes >> 20, kBursts, burst[0], burst[1]);
   }
   for (bool processes : {true, false}) {
     for (Step step : steps) {
