@@ -241,17 +241,16 @@ bool Signal::wait(const std::function<bool()>& done, double seconds) {
     std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(mu_);
+  // All sequentially consistent (here, in notify() and the state done()
+  // reads): either notify() sees this sleeper, or done() below sees the
+  // change notify() was called for.
   sleepers_.fetch_add(1);
-  // Pairs with notify()'s fence: either it sees a sleeper, or done() here
-  // sees the change it was called for.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   const bool ok = cv_.wait_for(lock, std::chrono::duration<double>(seconds), done);
   sleepers_.fetch_sub(1);
   return ok;
 }
 
 void Signal::notify() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (sleepers_.load() == 0) return;
   { std::lock_guard<std::mutex> lock(mu_); }
   cv_.notify_all();
@@ -377,7 +376,7 @@ void EchoLink::fail(const std::string& why) {
     std::lock_guard<std::mutex> lock(mu_);
     if (error_.empty()) error_ = why;
   }
-  failed_.store(true, std::memory_order_release);
+  failed_.store(true);
   signal_.notify();
 }
 

@@ -54,7 +54,9 @@ int serve(const std::vector<std::string>& channels, Corruption corruption);
 // Waits for a condition that TensorPipe's threads make true: a short spin of
 // yields first, then a condition variable (the way rpcjob's Future::wait waits,
 // so that the hand-off costs the same on both sides of the comparison).
-// notify() touches the mutex only while someone sleeps on it.
+// notify() touches the mutex only while someone sleeps on it, which is sound
+// only if the state done() reads is changed with sequentially consistent
+// atomics (the default memory order) before notify().
 class Signal {
  public:
   // False when `done` did not hold within `seconds`.
@@ -100,7 +102,7 @@ class EchoLink {
 
   // The first TensorPipe error or protocol failure seen, empty if none.
   std::string error();
-  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  bool failed() const { return failed_.load(); }
   // Records the failure (the first one sticks) and wakes signal()'s waiters.
   void fail(const std::string& why);
   // What measurements wait on; notified by every fail().
