@@ -153,7 +153,10 @@ std::string floorString(const std::string& json, const std::string& key) {
 // The "TensorPipe alone" cell of a figure's row: the floor for ours, and in
 // brackets the variant that shows what the floor is made of.
 std::string floorCell(const std::string& tp, const std::string& key) {
-  if (tp.empty()) return key == "gbps_400mb" || key == "rtt_400mb_ms" ? "" : "failed";
+  const bool hasCell = key == "small_rtt_p50_us" || key == "small_rtt_p99_us" ||
+                       key == "async_calls_per_s" || key == "rtt_4mb_ms";
+  if (!hasCell) return "";
+  if (tp.empty()) return "failed";
   char text[96];
   auto v = [&](const char* k) { return field(tp, k); };
   if (key == "small_rtt_p50_us") {
@@ -165,15 +168,11 @@ std::string floorCell(const std::string& tp, const std::string& key) {
   } else if (key == "async_calls_per_s") {
     std::snprintf(text, sizeof(text), "%.0f (W=%.0f: %.0f)", v("burst_msgs_per_s"),
                   v("pipelined_window"), v("pipelined_msgs_per_s"));
-  } else if (key == "rtt_4mb_ms") {
-    if (floorValue(tp, "tensor_cma_ms") == "null") {  // cma not viable here
-      std::snprintf(text, sizeof(text), "no cma (basic %.2f)", v("tensor_basic_ms"));
-    } else {
-      std::snprintf(text, sizeof(text), "%.2f (basic %.2f)", v("tensor_cma_ms"),
-                    v("tensor_basic_ms"));
-    }
+  } else if (floorValue(tp, "tensor_cma_ms") == "null") {  // 4 MB; cma not viable here
+    std::snprintf(text, sizeof(text), "no cma (basic %.2f)", v("tensor_basic_ms"));
   } else {
-    return "";
+    std::snprintf(text, sizeof(text), "%.2f (basic %.2f)", v("tensor_cma_ms"),
+                  v("tensor_basic_ms"));
   }
   return text;
 }
