@@ -186,9 +186,9 @@ std::string floorBesideSelf() {
   return path.substr(0, path.rfind('/') + 1) + "rpcjob-tp-floor";
 }
 
-// Runs `floor --json`; its JSON line, or empty when it failed (it says why
+// Runs `binary --json` (rpcjob-tp-floor); its JSON line, or empty when it failed (it says why
 // on stderr).
-std::string runFloor(const std::string& floor) {
+std::string runFloor(const std::string& binary) {
   int out[2];
   if (pipe(out) != 0) return "";
   pid_t pid = fork();
@@ -196,7 +196,7 @@ std::string runFloor(const std::string& floor) {
     dup2(out[1], STDOUT_FILENO);
     close(out[0]);
     close(out[1]);
-    execl(floor.c_str(), floor.c_str(), "--json", static_cast<char*>(nullptr));
+    execl(binary.c_str(), binary.c_str(), "--json", static_cast<char*>(nullptr));
     _exit(127);
   }
   close(out[1]);
@@ -211,7 +211,7 @@ std::string runFloor(const std::string& floor) {
   waitpid(pid, &status, 0);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (code != 0 || result.find('{') == std::string::npos) {
-    std::cerr << "rpcjob-bench: " << floor << " --json failed (exit code " << code
+    std::cerr << "rpcjob-bench: " << binary << " --json failed (exit code " << code
               << "): no TensorPipe-alone figures\n";
     return "";
   }
@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
   std::string recorders = "all";
   std::string slice = "25";
   std::string worker = RPCJOB_WORKER_BINARY;
-  std::string floor = floorBesideSelf();
+  std::string floorBinary = floorBesideSelf();
   // Only the pair as configured (the default channels): the per-channel passes
   // of `rpcjob-worker bench` are for its own table.
   std::vector<std::string> benchArgs = {"bench", "--json", "--channels", "auto"};
@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--worker" && i + 1 < argc) {
       worker = argv[++i];
     } else if (arg == "--floor" && i + 1 < argc) {
-      floor = argv[++i];
+      floorBinary = argv[++i];
     } else if (arg == "--version") {
       std::cout << "rpcjob-bench " << RPCJOB_VERSION_STRING << "\n";
       return 0;
@@ -438,8 +438,8 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (access(floor.c_str(), X_OK) != 0) {
-    std::cerr << "rpcjob-bench: the TensorPipe floor program " << floor
+  if (access(floorBinary.c_str(), X_OK) != 0) {
+    std::cerr << "rpcjob-bench: the TensorPipe floor program " << floorBinary
               << " is missing (build the rpcjob-tp-floor target, which sits beside rpcjob-bench, "
                  "or name it with --floor PATH)\n";
     return 1;
@@ -464,7 +464,7 @@ int main(int argc, char** argv) {
   std::string result;
   if (!runPair(result, serveArgs, benchArgs)) return 1;
   // TensorPipe alone, right after ours (never beside it: both spin on shm).
-  const std::string tp = runFloor(floor);
+  const std::string tp = runFloor(floorBinary);
   const double rtt400 = field(result, "rtt_400mb_ms");
   const double boundMs = copy.gbps > 0 ? 2.0 * kLargeBytes / (copy.gbps * 1e9) * 1e3 : 0;
   const double ofBound = rtt400 > 0 && boundMs > 0 ? boundMs / rtt400 : 0;
