@@ -13,7 +13,7 @@
 #include <thread>
 #include <utility>
 
-namespace rpcjob::floor {
+namespace rpcjob::tpfloor {
 namespace {
 
 std::shared_ptr<tensorpipe::channel::Context> createChannel(const std::string& name) {
@@ -405,4 +405,4 @@ std::string EchoLink::close() {
   return closeError_;
 }
 
-}  // namespace rpcjob::floor
+}  // namespace rpcjob::tpfloor

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-namespace rpcjob::floor {
+namespace rpcjob::tpfloor {
 
 // What a context registered.
 struct Registered {
@@ -132,4 +132,4 @@ class EchoLink {
   std::string closeError_;
 };
 
-}  // namespace rpcjob::floor
+}  // namespace rpcjob::tpfloor

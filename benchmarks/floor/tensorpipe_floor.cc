@@ -64,7 +64,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using rpcjob::floor::EchoLink;
+using rpcjob::tpfloor::EchoLink;
 
 constexpr double kWaitSeconds = 60;  // for any one echo or round
 
@@ -78,7 +78,7 @@ struct Config {
   int rounds = 3;
   int iterations = 20;                   // as its 4 MB round trips
   size_t tensorBytes = size_t{1} << 22;  // 4 MiB: at::ones({1 << 20}) of float32
-  rpcjob::floor::Corruption corruption;
+  rpcjob::tpfloor::Corruption corruption;
   std::vector<std::string> serverArgs;  // --corrupt-echo, passed on
 
   void quick() {
@@ -465,7 +465,7 @@ int main(int argc, char** argv) {
   }
   if (serving) {
     try {
-      return rpcjob::floor::serve(split(serveChannels), config.corruption);
+      return rpcjob::tpfloor::serve(split(serveChannels), config.corruption);
     } catch (const std::exception& e) {
       std::cerr << "rpcjob-tp-floor (server): " << e.what() << "\n";
       return 1;
