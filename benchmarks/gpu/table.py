@@ -20,7 +20,8 @@ if raw and raw[0]:
     print(f"\nThe hardware's bound, same run: cudaMemcpyPeerAsync 400 MB cuda:0 -> {there} -> cuda:0 in one "
           f"process, {raw[0]} ms ({raw[1]} GB/s effective).")
 # CPU: rpcjob-bench --json and PyTorch's RPC (torch_rpc_bench.py's cpu_* figures), same run,
-# beside issue 22's targets; the 400 MB bound is rpcjob-bench's memcpy measurement (same run).
+# beside issue 22's targets; the 4 MB and 400 MB bounds are rpcjob-bench's memcpy measurements
+# (same run), "TensorPipe alone" its run of rpcjob-tp-floor (benchmarks/floor/, same run, tp_* keys).
 CPU_ROWS = [("small CPU call p50 (us)", "small_rtt_p50_us", "<= 10"),
             ("small CPU call p99 (us)", "small_rtt_p99_us", "<= 25"),
             ("async calls/s (one caller)", "async_calls_per_s", ">= 1,000,000"),
@@ -28,6 +29,22 @@ CPU_ROWS = [("small CPU call p50 (us)", "small_rtt_p50_us", "<= 10"),
             ("4 MB CPU round trip (ms)", "rtt_4mb_ms", "<= 0.3"),
             ("400 MB CPU round trip (ms)", "rtt_400mb_ms", ">= 80 % of the bound")]
 torch_cpu = next((r for r in rows if r.get("impl") == "pytorch" and "cpu_small_rtt_p50_us" in r), {})
+
+
+def tensorpipe_alone(cpu, key):
+    """The TensorPipe-alone cell: the floor for ours, in brackets what it is made of."""
+    def v(k):
+        x = cpu.get(k)
+        return "n/a" if x is None else f"{x:.2f}" if isinstance(x, float) and x < 1000 else f"{x:.0f}"
+    if key in ("small_rtt_p50_us", "small_rtt_p99_us"):
+        q = key.split("_")[2]
+        return f"{v('tp_small_rtt_' + q + '_us')} (chained {v('tp_chained_rtt_' + q + '_us')})"
+    if key == "async_calls_per_s":
+        return (f"{v('tp_async_msgs_per_s')} (window {v('tp_pipelined_window')}: "
+                f"{v('tp_pipelined_msgs_per_s')})")
+    if key == "rtt_4mb_ms":
+        return f"{v('tp_rtt_4mb_ms')} cma (basic {v('tp_rtt_4mb_basic_ms')})"
+    return ""
 if len(sys.argv) > 2:
     try:
         text = open(sys.argv[2]).read().strip()
@@ -35,10 +52,19 @@ if len(sys.argv) > 2:
         print("```json\n" + text[:3000] + "\n```")
         cpu = next(json.loads(l) for l in text.splitlines() if l.strip().startswith("{"))
         print(f"\n| CPU measurement | rpcjob ({cpu.get('transport', '?')}/{cpu.get('channel', '?')}) "
+              f"| TensorPipe alone ({cpu.get('tp_transport') or '?'}) "
               "| PyTorch RPC | target (issue 22) | bound | rpcjob / bound |")
-        print("|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|")
         for label, key, target in CPU_ROWS:
             bound = share = ""
+            if key == "rtt_4mb_ms" and cpu.get("rtt_4mb_bound_ms"):
+                bound = (f"{cpu['rtt_4mb_bound_ms']:.3f} (2 x 4 MiB at {cpu['memcpy_4mb_gbps']:.1f} GB/s, "
+                         f"memcpy, {cpu['memcpy_4mb_threads']} threads)")
+                share = f"{cpu['rtt_4mb_of_bound'] * 100:.0f} %"
+                if cpu.get("rtt_4mb_cma_ms"):
+                    bound += (f"; process_vm_readv alone {cpu['rtt_4mb_cma_ms']:.3f} "
+                              f"({cpu['cma_4mb_gbps']:.1f} GB/s, {cpu['cma_4mb_threads']} threads)")
+                    share += f" ({cpu['rtt_4mb_of_cma'] * 100:.0f} % of process_vm_readv)"
             if key == "rtt_400mb_ms" and cpu.get("rtt_400mb_bound_ms"):
                 bound = (f"{cpu['rtt_400mb_bound_ms']:.2f} (2 x 400 MB at {cpu['memcpy_gbps']:.1f} GB/s, "
                          f"memcpy, {cpu['memcpy_threads']} threads)")
@@ -47,7 +73,14 @@ if len(sys.argv) > 2:
                     bound += (f"; process_vm_readv alone {cpu['rtt_400mb_cma_ms']:.2f} "
                               f"({cpu['cma_gbps']:.1f} GB/s, {cpu['cma_threads']} threads)")
                     share += f" ({cpu['rtt_400mb_of_cma'] * 100:.0f} % of process_vm_readv)"
-            print(f"| {label} | {cpu.get(key, 'n/a')} | {torch_cpu.get('cpu_' + key, 'n/a')} | {target} "
-                  f"| {bound} | {share} |")
+            print(f"| {label} | {cpu.get(key, 'n/a')} | {tensorpipe_alone(cpu, key)} "
+                  f"| {torch_cpu.get('cpu_' + key, 'n/a')} | {target} | {bound} | {share} |")
+        if "tp_small_rtt_p50_us" in cpu:
+            print(f"\nTensorPipe alone: rpcjob-tp-floor in the same run, no rpcjob code, "
+                  f"{cpu.get('tp_payload_bytes')}-byte messages (our small call's), the server echoing "
+                  "from its read callback. Small calls: a thread waits for each echo (chained: the "
+                  "next write from the read callback, no hand-off); async: all in flight at once "
+                  "(ours batches calls into one message, TensorPipe alone does not); 4 MB: TensorPipe's "
+                  "cma (ours: rpcjob_cma, the copy split over threads).")
     except (OSError, StopIteration, ValueError, KeyError) as e:
         print(f"(no CPU bench: {e})")

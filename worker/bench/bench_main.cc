@@ -1,16 +1,27 @@
 // rpcjob-bench: two local rpcjob-worker processes (rank 0 runs `bench`, rank 1
 // serves) over loopback; prints our CPU figures beside the issue's targets and,
 // for the 400 MB round trip, the host's bound measured in the same run (the
-// memory-copy bandwidth, memcpy_bound.h) and our share of it; then an RRef proxy
-// call (rref.rpcSync of a remote object's method) beside rpcSync of a function.
+// memory-copy bandwidth, memcpy_bound.h) and our share of it, and the same
+// bound for the 4 MB round trip; then an RRef proxy call (rref.rpcSync of a
+// remote object's method) beside rpcSync of a function.
+// Beside ours, "TensorPipe alone": rpcjob-tp-floor (benchmarks/floor/), run in
+// the same run, measures TensorPipe's own round trip between two processes with
+// rpcjob's small-call bytes, no rpcjob code: the floor under ours. Its blocking
+// figure (a thread waits for each echo, as rpcSync's caller does) stands beside
+// our small calls, its chained one (no hand-off) in brackets; its burst (every
+// message in flight at once, as our async figure) beside async calls/s, a
+// 64-message window in brackets; its 4 MB round trip over cma (basic in
+// brackets) beside ours.
 // Small calls and round trips call the built-in rpcjob.echo, which the runtime
 // registers runInline (served on the thread that read the request: it neither
 // blocks nor calls out). PyTorch's own RPC, measured the same way in the same
 // run, is benchmarks/gpu/torch_rpc_bench.py; benchmarks/gpu/table.py prints both.
 //
-//   rpcjob-bench [--json] [--no-large] [--worker PATH]
+//   rpcjob-bench [--json] [--no-large] [--worker PATH] [--floor PATH]
 //                [--metrics [--rounds N] [--recorders observer,channels,transports]
 //                           [--slice CALLS]]
+//
+// --floor: rpcjob-tp-floor's path (default: beside this program's binary).
 //
 // --metrics: the metrics overhead instead (target: < 3 %), two ways.
 //  1. Same processes: both workers with metrics on (RPCJOB_METRICS_FILE set: the
@@ -30,13 +41,16 @@
 //     own did not narrow that on the GPU host), so this is context, not the
 //     figure: part 1 is.
 //
-// Exit codes: 0 success, 1 the workers failed, 2 usage.
+// Exit codes: 0 success, 1 the workers or rpcjob-tp-floor failed (ours is still
+// printed when only the floor failed, its figures null) or the floor program is
+// missing, 2 usage.
 
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +69,24 @@ struct Figure {
   const char* key;
   const char* label;
   const char* target;  // issue 22's
+};
+
+// rpcjob-tp-floor's keys and the ones they get in our JSON.
+struct FloorKey {
+  const char* floor;
+  const char* ours;
+};
+const FloorKey kFloorKeys[] = {
+    {"blocking_p50_us", "tp_small_rtt_p50_us"},
+    {"blocking_p99_us", "tp_small_rtt_p99_us"},
+    {"chained_p50_us", "tp_chained_rtt_p50_us"},
+    {"chained_p99_us", "tp_chained_rtt_p99_us"},
+    {"burst_msgs_per_s", "tp_async_msgs_per_s"},
+    {"pipelined_msgs_per_s", "tp_pipelined_msgs_per_s"},
+    {"pipelined_window", "tp_pipelined_window"},
+    {"tensor_cma_ms", "tp_rtt_4mb_ms"},
+    {"tensor_basic_ms", "tp_rtt_4mb_basic_ms"},
+    {"payload_bytes", "tp_payload_bytes"},
 };
 
 const Figure kFigures[] = {
@@ -96,6 +128,96 @@ double field(const std::string& json, const std::string& key) {
   return std::strtod(json.c_str() + at + key.size() + 3, nullptr);
 }
 
+// A number of rpcjob-tp-floor's JSON as JSON text: "null" where it has none.
+std::string floorValue(const std::string& json, const std::string& key) {
+  auto at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) return "null";
+  const char* from = json.c_str() + at + key.size() + 3;
+  char* end = nullptr;
+  const double v = std::strtod(from, &end);
+  if (end == from) return "null";
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.15g", v);
+  return text;
+}
+
+// A string of rpcjob-tp-floor's JSON (which has a space after each colon).
+std::string floorString(const std::string& json, const std::string& key) {
+  auto at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) return "";
+  auto start = json.find_first_not_of(' ', at + key.size() + 3);
+  if (start == std::string::npos || json[start] != '"') return "";
+  return json.substr(start + 1, json.find('"', start + 1) - start - 1);
+}
+
+// The "TensorPipe alone" cell of a figure's row: the floor for ours, and in
+// brackets the variant that shows what the floor is made of.
+std::string floorCell(const std::string& tp, const std::string& key) {
+  const bool hasCell = key == "small_rtt_p50_us" || key == "small_rtt_p99_us" ||
+                       key == "async_calls_per_s" || key == "rtt_4mb_ms";
+  if (!hasCell) return "";
+  if (tp.empty()) return "failed";
+  char text[96];
+  auto v = [&](const char* k) { return field(tp, k); };
+  if (key == "small_rtt_p50_us") {
+    std::snprintf(text, sizeof(text), "%.2f (chained %.2f)", v("blocking_p50_us"),
+                  v("chained_p50_us"));
+  } else if (key == "small_rtt_p99_us") {
+    std::snprintf(text, sizeof(text), "%.2f (chained %.2f)", v("blocking_p99_us"),
+                  v("chained_p99_us"));
+  } else if (key == "async_calls_per_s") {
+    std::snprintf(text, sizeof(text), "%.0f (W=%.0f: %.0f)", v("burst_msgs_per_s"),
+                  v("pipelined_window"), v("pipelined_msgs_per_s"));
+  } else if (floorValue(tp, "tensor_cma_ms") == "null") {  // 4 MB; cma not viable here
+    std::snprintf(text, sizeof(text), "no cma (basic %.2f)", v("tensor_basic_ms"));
+  } else {
+    std::snprintf(text, sizeof(text), "%.2f (basic %.2f)", v("tensor_cma_ms"),
+                  v("tensor_basic_ms"));
+  }
+  return text;
+}
+
+// rpcjob-tp-floor beside this program's binary.
+std::string floorBesideSelf() {
+  char self[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "rpcjob-tp-floor";
+  std::string path(self, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/') + 1) + "rpcjob-tp-floor";
+}
+
+// Runs `binary --json` (rpcjob-tp-floor); its JSON line, or empty when it failed (it says why
+// on stderr).
+std::string runFloor(const std::string& binary) {
+  int out[2];
+  if (pipe(out) != 0) return "";
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    close(out[0]);
+    close(out[1]);
+    execl(binary.c_str(), binary.c_str(), "--json", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  std::string result;
+  char buffer[4096];
+  for (ssize_t n; pid > 0 && (n = read(out[0], buffer, sizeof(buffer))) > 0;) {
+    result.append(buffer, n);
+  }
+  close(out[0]);
+  if (pid < 0) return "";
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (code != 0 || result.find('{') == std::string::npos) {
+    std::cerr << "rpcjob-bench: " << binary << " --json failed (exit code " << code
+              << "): no TensorPipe-alone figures\n";
+    return "";
+  }
+  return result.substr(result.find('{'));
+}
+
 std::string stringField(const std::string& json, const std::string& key) {
   auto at = json.find("\"" + key + "\":\"");
   if (at == std::string::npos) return "";
@@ -118,6 +240,7 @@ int main(int argc, char** argv) {
   std::string recorders = "all";
   std::string slice = "25";
   std::string worker = RPCJOB_WORKER_BINARY;
+  std::string floorBinary = floorBesideSelf();
   // Only the pair as configured (the default channels): the per-channel passes
   // of `rpcjob-worker bench` are for its own table.
   std::vector<std::string> benchArgs = {"bench", "--json", "--channels", "auto"};
@@ -151,12 +274,15 @@ int main(int argc, char** argv) {
       }
     } else if (arg == "--worker" && i + 1 < argc) {
       worker = argv[++i];
+    } else if (arg == "--floor" && i + 1 < argc) {
+      floorBinary = argv[++i];
     } else if (arg == "--version") {
       std::cout << "rpcjob-bench " << RPCJOB_VERSION_STRING << "\n";
       return 0;
     } else {
-      std::cerr << "usage: rpcjob-bench [--json] [--no-large] [--worker PATH] [--metrics "
-                   "[--rounds N] [--recorders observer,channels,transports] [--slice CALLS]]\n";
+      std::cerr << "usage: rpcjob-bench [--json] [--no-large] [--worker PATH] [--floor PATH] "
+                   "[--metrics [--rounds N] [--recorders observer,channels,transports] "
+                   "[--slice CALLS]]\n";
       return 2;
     }
   }
@@ -312,8 +438,21 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  // The 400 MB round trip's bound, before the workers start (nothing else
-  // competes for memory bandwidth then).
+  if (access(floorBinary.c_str(), X_OK) != 0) {
+    std::cerr << "rpcjob-bench: the TensorPipe floor program " << floorBinary
+              << " is missing (build the rpcjob-tp-floor target, which sits beside rpcjob-bench, "
+                 "or name it with --floor PATH)\n";
+    return 1;
+  }
+  // The round trips' bounds, before the workers start (nothing else competes
+  // for memory bandwidth then). 4 MB copies take a fraction of a millisecond:
+  // many more rounds than 400 MB's, for a best that is not one noisy sample.
+  const size_t kMidBytes = size_t{1} << 22;  // the 4 MB round trip's: 1 << 20 float32
+  const int kMidRounds = 50;
+  const rpcjob::bench::CopyBound copy4 =
+      rpcjob::bench::measureCopyBound(kMidBytes, rpcjob::bench::copyChannelThreads(), kMidRounds);
+  const rpcjob::bench::CopyBound cma4 =
+      rpcjob::bench::measureCmaCopy(kMidBytes, rpcjob::bench::copyChannelThreads(), kMidRounds);
   const bool large = std::find(benchArgs.begin(), benchArgs.end(), "--no-large") == benchArgs.end();
   const size_t kLargeBytes = 400 * 1000 * 1000;
   const rpcjob::bench::CopyBound copy =
@@ -324,11 +463,18 @@ int main(int argc, char** argv) {
             : rpcjob::bench::CopyBound{};
   std::string result;
   if (!runPair(result, serveArgs, benchArgs)) return 1;
+  // TensorPipe alone, right after ours (never beside it: both spin on shm).
+  const std::string tp = runFloor(floorBinary);
   const double rtt400 = field(result, "rtt_400mb_ms");
   const double boundMs = copy.gbps > 0 ? 2.0 * kLargeBytes / (copy.gbps * 1e9) * 1e3 : 0;
   const double ofBound = rtt400 > 0 && boundMs > 0 ? boundMs / rtt400 : 0;
   const double cmaMs = cma.gbps > 0 ? 2.0 * kLargeBytes / (cma.gbps * 1e9) * 1e3 : 0;
   const double ofCma = rtt400 > 0 && cmaMs > 0 ? cmaMs / rtt400 : 0;
+  const double rtt4 = field(result, "rtt_4mb_ms");
+  const double bound4Ms = copy4.gbps > 0 ? 2.0 * kMidBytes / (copy4.gbps * 1e9) * 1e3 : 0;
+  const double ofBound4 = rtt4 > 0 && bound4Ms > 0 ? bound4Ms / rtt4 : 0;
+  const double cma4Ms = cma4.gbps > 0 ? 2.0 * kMidBytes / (cma4.gbps * 1e9) * 1e3 : 0;
+  const double ofCma4 = rtt4 > 0 && cma4Ms > 0 ? cma4Ms / rtt4 : 0;
   if (json) {
     std::cout << "{";
     for (size_t i = 0; i < std::size(kFigures); ++i) {
@@ -342,15 +488,28 @@ int main(int argc, char** argv) {
     std::cout << ", \"function_call_p50_us\": " << field(result, "function_call_p50_us")
               << ", \"proxy_call_p50_us\": " << field(result, "proxy_call_p50_us");
     std::cout << ", \"channel\": \"" << stringField(result, "channel") << "\", \"transport\": \""
-              << stringField(result, "transport") << "\"}\n";
-    return 0;
+              << stringField(result, "transport") << "\"";
+    std::cout << ", \"rtt_4mb_bound_ms\": " << bound4Ms << ", \"rtt_4mb_of_bound\": " << ofBound4
+              << ", \"memcpy_4mb_gbps\": " << copy4.gbps
+              << ", \"memcpy_4mb_threads\": " << copy4.threads << ", \"rtt_4mb_cma_ms\": " << cma4Ms
+              << ", \"rtt_4mb_of_cma\": " << ofCma4 << ", \"cma_4mb_gbps\": " << cma4.gbps
+              << ", \"cma_4mb_threads\": " << cma4.threads;
+    for (const auto& k : kFloorKeys) {
+      std::cout << ", \"" << k.ours << "\": " << floorValue(tp, k.floor);
+    }
+    const std::string tpTransport = floorString(tp, "transport");
+    std::cout << ", \"tp_transport\": "
+              << (tpTransport.empty() ? "null" : "\"" + tpTransport + "\"") << "}\n";
+    return tp.empty() ? 1 : 0;
   }
   std::printf("rpcjob %s, CPU tensors, 2 local processes, channel %s over %s\n",
               RPCJOB_VERSION_STRING, stringField(result, "channel").c_str(),
               stringField(result, "transport").c_str());
-  std::printf("%-28s %14s %18s\n", "measurement", "rpcjob", "target (issue 22)");
+  std::printf("%-28s %14s %24s %18s\n", "measurement", "rpcjob", "TensorPipe alone",
+              "target (issue 22)");
   for (const auto& f : kFigures) {
-    std::printf("%-28s %14.2f %18s\n", f.label, field(result, f.key), f.target);
+    std::printf("%-28s %14.2f %24s %18s\n", f.label, field(result, f.key),
+                floorCell(tp, f.key).c_str(), f.target);
   }
   if (boundMs > 0) {
     std::printf(
@@ -364,6 +523,22 @@ int main(int argc, char** argv) {
         "400 MB\nat %.2f GB/s (%d thread(s)); ours: %.0f %% of it\n",
         cmaMs, cma.gbps, cma.threads, ofCma * 100);
   }
+  if (bound4Ms > 0) {
+    std::printf(
+        "4 MB bound (same run): %.3f ms = 2 x 4 MiB at %.2f GB/s (memcpy, %d thread(s));\n"
+        "ours: %.0f %% of it; process_vm_readv alone %.3f ms (%.2f GB/s, %d thread(s)): "
+        "ours %.0f %% of it\n",
+        bound4Ms, copy4.gbps, copy4.threads, ofBound4 * 100, cma4Ms, cma4.gbps, cma4.threads,
+        ofCma4 * 100);
+  }
+  if (!tp.empty()) {
+    std::printf(
+        "TensorPipe alone (rpcjob-tp-floor, same run, no rpcjob code): %s-byte messages (our\n"
+        "small call's) over %s, echoed from the server's read callback; small calls: a thread\n"
+        "waits for each echo (chained: the next write from the read callback, no hand-off);\n"
+        "async: all in flight at once (W: a window); 4 MB: cma (basic over the transport)\n",
+        floorValue(tp, "payload_bytes").c_str(), floorString(tp, "transport").c_str());
+  }
   std::printf(
       "(calls: the built-in rpcjob.echo, registered runInline; PyTorch's RPC measured the same\n"
       "way: benchmarks/gpu/torch_rpc_bench.py, beside ours in benchmarks/gpu/table.py)\n\n");
@@ -375,5 +550,5 @@ int main(int argc, char** argv) {
   std::printf("%-28s %14.2f %14.2f %+9.1f%%\n", "function vs object method", function, proxy,
               function > 0 ? (proxy / function - 1) * 100 : 0.0);
   std::printf("(target: the proxy at most +10 %% at p50)\n");
-  return 0;
+  return tp.empty() ? 1 : 0;
 }
