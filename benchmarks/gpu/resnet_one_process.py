@@ -5,7 +5,7 @@
 # per-batch times (forward+backward+step, synchronized) of the default settings
 # and, for context, with cudnn.benchmark (autotuned algorithms) and channels_last.
 #
-#   python3 benchmarks/gpu/resnet_one_process.py [batches]
+#   python3 benchmarks/gpu/resnet_one_process.py [batches] [batch size]
 import os
 import sys
 import time
@@ -24,7 +24,7 @@ def model(device):
     return nn.Sequential(s1.seq, s2.seq, nn.Flatten(1), s2.fc)
 
 
-def run(label, batches, benchmark=False, channels_last=False):
+def run(label, batches, n, benchmark=False, channels_last=False):
     torch.backends.cudnn.benchmark = benchmark
     device = torch.device("cuda:0")
     torch.manual_seed(0)
@@ -33,7 +33,7 @@ def run(label, batches, benchmark=False, channels_last=False):
         m = m.to(memory_format=torch.channels_last)
     opt = optim.SGD(m.parameters(), lr=0.05)
     loss_fn = nn.MSELoss()
-    n, classes = tutorial.batch_size, tutorial.num_classes
+    classes = tutorial.num_classes
     idx = torch.randint(0, classes, (n, 1))
     times = []
     for _ in range(batches):
@@ -56,10 +56,12 @@ def run(label, batches, benchmark=False, channels_last=False):
 
 if __name__ == "__main__":
     batches = int(sys.argv[1]) if len(sys.argv) > 1 else 6
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else tutorial.batch_size
     print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()} "
           f"(enabled {torch.backends.cudnn.enabled}), allow_tf32 cudnn "
           f"{torch.backends.cudnn.allow_tf32} matmul {torch.backends.cuda.matmul.allow_tf32}, "
           f"{torch.cuda.get_device_name(0)}", flush=True)
-    run("default", batches)
-    run("cudnn.benchmark", batches, benchmark=True)
-    run("channels_last", batches, channels_last=True)
+    run(f"default, batch {n}", batches, n)
+    if n == tutorial.batch_size:
+        run("cudnn.benchmark", batches, n, benchmark=True)
+        run("channels_last", batches, n, channels_last=True)
