@@ -3,7 +3,6 @@
 # Samples COMMAND and its children (perf record -g, 4 kHz, every thread) and writes
 # $OUT/NAME.txt: where the CPU time went per process and thread kind, then the top
 # symbols. PERF=path/to/perf (default: build-perf/perf from perf-deps.sh, else perf).
-# PERF_DELAY_MS=N starts sampling N ms after COMMAND starts (leaves out its start-up).
 set -uo pipefail
 name=$1
 shift
@@ -13,9 +12,7 @@ perf=${PERF:-$PWD/build-perf/perf}
 [[ -x $perf ]] || perf=$(command -v perf)
 [[ -d $PWD/build-perf/lib ]] && export LD_LIBRARY_PATH=$PWD/build-perf/lib:${LD_LIBRARY_PATH:-}
 data=/tmp/perf-$name.data
-delay=()
-[[ -n ${PERF_DELAY_MS:-} ]] && delay=(-D "$PERF_DELAY_MS")
-"$perf" record -q -F 4000 -g "${delay[@]}" -o "$data" -- "$@" >"$OUT/$name.out" 2>&1
+"$perf" record -q -F 4000 -g -o "$data" -- "$@" >"$OUT/$name.out" 2>&1
 rc=$?
 {
   echo "# $name: $* (rc=$rc)"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Usage: benchmarks/profile/perf-attach.sh NAME SECONDS PATTERN
+# Samples the running processes whose command line matches PATTERN (pgrep -f) for
+# SECONDS (perf record -g, 4 kHz, every thread) and writes $OUT/NAME.txt like
+# perf-record.sh. For a steady phase of a long run (its start-up left out): start
+# the run in the background, wait, then attach. (perf record -D does not do this
+# for a run's children: those started during the delay are never sampled.)
+set -uo pipefail
+name=$1 seconds=$2 pattern=$3
+OUT=${OUT:-$PWD/perf-out}
+mkdir -p "$OUT"
+perf=${PERF:-$PWD/build-perf/perf}
+[[ -x $perf ]] || perf=$(command -v perf)
+[[ -d $PWD/build-perf/lib ]] && export LD_LIBRARY_PATH=$PWD/build-perf/lib:${LD_LIBRARY_PATH:-}
+pids=$(pgrep -f "$pattern" | paste -sd, -)
+[[ -n $pids ]] || { echo "perf-attach: no process matches '$pattern'" >&2; exit 1; }
+data=/tmp/perf-$name.data
+"$perf" record -q -F 4000 -g -p "$pids" -o "$data" -- sleep "$seconds" >"$OUT/$name.out" 2>&1
+rc=$?
+{
+  echo "# $name: pids $pids ($pattern), $seconds s (rc=$rc)"
+  echo "## by process and thread name"
+  "$perf" report -i "$data" --stdio --no-children --sort pid,comm -g none -q 2>&1 | grep -v '^$' | head -40
+  echo "## by shared object"
+  "$perf" report -i "$data" --stdio --no-children --sort dso -g none -q 2>&1 | grep -v '^$' | head -30
+  echo "## top symbols (self)"
+  "$perf" report -i "$data" --stdio --no-children --sort comm,dso,sym -g none -q 2>&1 |
+    grep -v '^$' | head -100
+} >"$OUT/$name.txt"
+exit $rc
