@@ -197,6 +197,17 @@ void party(int me, Step step, bool processes, int warmup, int rounds, Shared* s)
   }
 }
 
+// Waits for both parties' processes; whether both exited 0.
+bool reap(const pid_t (&children)[2]) {
+  bool ok = true;
+  for (pid_t c : children) {
+    int status = 0;
+    waitpid(c, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  return ok;
+}
+
 struct Result {
   double p10 = 0, p50 = 0, p90 = 0;
 };
@@ -219,13 +230,7 @@ bool measure(Step step, bool processes, int rounds, Shared* s, Result& out) {
         _exit(s->failed.load() ? 1 : 0);
       }
     }
-    bool ok = true;
-    for (pid_t c : children) {
-      int status = 0;
-      waitpid(c, &status, 0);
-      ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    }
-    if (!ok) return false;
+    if (!reap(children)) return false;
   } else {
     std::thread other([&] { party(1, step, false, warmup, rounds, s); });
     party(0, step, false, warmup, rounds, s);
@@ -309,13 +314,7 @@ double interference(bool poll, Shared* s) {
     }
     _exit(0);
   }
-  bool ok = true;
-  for (pid_t c : children) {
-    int status = 0;
-    waitpid(c, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  if (!ok) return -1;
+  if (!reap(children)) return -1;
   std::vector<double> v(s->roundTripUs, s->roundTripUs + kBursts);
   std::sort(v.begin(), v.end());
   return v[kBursts / 2];

@@ -31,6 +31,29 @@ CPU_ROWS = [("small CPU call p50 (us)", "small_rtt_p50_us", "<= 10"),
 torch_cpu = next((r for r in rows if r.get("impl") == "pytorch" and "cpu_small_rtt_p50_us" in r), {})
 
 
+
+# rpcjob-bench's bound of a CPU round trip (4 MB, 400 MB) and our share of it:
+# (size in rpcjob-bench's keys, how the row says it, the suffix of its bandwidth
+# keys, decimals).
+COPY_BOUNDS = {"rtt_4mb_ms": ("4mb", "2 x 4 MiB", "_4mb", 3),
+               "rtt_400mb_ms": ("400mb", "2 x 400 MB", "", 2)}
+
+
+def copy_bound(cpu, key):
+    if key not in COPY_BOUNDS:
+        return "", ""
+    size, what, suffix, d = COPY_BOUNDS[key]
+    if not cpu.get(f"rtt_{size}_bound_ms"):
+        return "", ""
+    bound = (f"{cpu[f'rtt_{size}_bound_ms']:.{d}f} ({what} at {cpu[f'memcpy{suffix}_gbps']:.1f} GB/s, "
+             f"memcpy, {cpu[f'memcpy{suffix}_threads']} threads)")
+    share = f"{cpu[f'rtt_{size}_of_bound'] * 100:.0f} %"
+    if cpu.get(f"rtt_{size}_cma_ms"):
+        bound += (f"; process_vm_readv alone {cpu[f'rtt_{size}_cma_ms']:.{d}f} "
+                  f"({cpu[f'cma{suffix}_gbps']:.1f} GB/s, {cpu[f'cma{suffix}_threads']} threads)")
+        share += f" ({cpu[f'rtt_{size}_of_cma'] * 100:.0f} % of process_vm_readv)"
+    return bound, share
+
 def tensorpipe_alone(cpu, key):
     """The TensorPipe-alone cell: the floor for ours, in brackets what it is made of."""
     def v(k):
@@ -56,23 +79,7 @@ if len(sys.argv) > 2:
               "| PyTorch RPC | target (issue 22) | bound | rpcjob / bound |")
         print("|---|---|---|---|---|---|---|")
         for label, key, target in CPU_ROWS:
-            bound = share = ""
-            if key == "rtt_4mb_ms" and cpu.get("rtt_4mb_bound_ms"):
-                bound = (f"{cpu['rtt_4mb_bound_ms']:.3f} (2 x 4 MiB at {cpu['memcpy_4mb_gbps']:.1f} GB/s, "
-                         f"memcpy, {cpu['memcpy_4mb_threads']} threads)")
-                share = f"{cpu['rtt_4mb_of_bound'] * 100:.0f} %"
-                if cpu.get("rtt_4mb_cma_ms"):
-                    bound += (f"; process_vm_readv alone {cpu['rtt_4mb_cma_ms']:.3f} "
-                              f"({cpu['cma_4mb_gbps']:.1f} GB/s, {cpu['cma_4mb_threads']} threads)")
-                    share += f" ({cpu['rtt_4mb_of_cma'] * 100:.0f} % of process_vm_readv)"
-            if key == "rtt_400mb_ms" and cpu.get("rtt_400mb_bound_ms"):
-                bound = (f"{cpu['rtt_400mb_bound_ms']:.2f} (2 x 400 MB at {cpu['memcpy_gbps']:.1f} GB/s, "
-                         f"memcpy, {cpu['memcpy_threads']} threads)")
-                share = f"{cpu['rtt_400mb_of_bound'] * 100:.0f} %"
-                if cpu.get("rtt_400mb_cma_ms"):
-                    bound += (f"; process_vm_readv alone {cpu['rtt_400mb_cma_ms']:.2f} "
-                              f"({cpu['cma_gbps']:.1f} GB/s, {cpu['cma_threads']} threads)")
-                    share += f" ({cpu['rtt_400mb_of_cma'] * 100:.0f} % of process_vm_readv)"
+            bound, share = copy_bound(cpu, key)
             print(f"| {label} | {cpu.get(key, 'n/a')} | {tensorpipe_alone(cpu, key)} "
                   f"| {torch_cpu.get('cpu_' + key, 'n/a')} | {target} | {bound} | {share} |")
         if "tp_small_rtt_p50_us" in cpu:
