@@ -8,7 +8,7 @@
 # the CPU rpcjob-bench --json.
 # Usage, from the repository root, with .gpudeps carried (made by
 # EXTRA="libtensorpipe-dev libnop-dev" ../shared/tools/gpu-deps.sh):
-#   tests/gpu/run-all.sh [build|test|e2e|pod|seeds|bench|all|metrics]
+#   tests/gpu/run-all.sh [build|test|e2e|pod|seeds|bench|all|metrics]...
 # (seeds: the seed programs examples/model-split and examples/resnet-pipeline built
 #  against an install of this build and run on their CUDA manifests with `rpcjob
 #  run`, then the pipeline tutorial's own PyTorch program: $OUT/seeds_table.md)
@@ -27,7 +27,9 @@ export NCCL_NVLS_ENABLE=0
 export DEPS=$PWD/.gpudeps/root TORCH_DIR=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')
 export CMAKE_PREFIX_PATH=$DEPS/usr:$DEPS/usr/lib/x86_64-linux-gnu/cmake:$TORCH_DIR/share/cmake
 export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu:$TORCH_DIR/lib:${LD_LIBRARY_PATH:-}
-what=${1:-all}
+# Several stages in one call run in the script's order (build test e2e seeds pod bench).
+stages=" ${*:-all} "
+want() { [[ $stages == *" all "* || $stages == *" $1 "* ]]; }
 B=build-gpu
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 W=$((GPUS > 1 ? 1 : 0))  # the second worker's GPU: cuda:1, or cuda:0 shared
@@ -44,7 +46,7 @@ rm -rf "$DEPS/usr/share/cmake/Tensorpipe" "$DEPS"/usr/lib/x86_64-linux-gnu/libte
 # Debian's headers in a folder of their own (why: tests/gpu/tensorpipe-include.sh).
 TP=$(tests/gpu/tensorpipe-include.sh) || { say "FATAL: no TensorPipe interface headers"; exit 1; }
 
-if [[ $what == all || $what == build ]]; then
+if want build; then
   T0=$SECONDS
   # Which TensorPipe headers both ship, and whether they are identical.
   (cd "$TP" && find tensorpipe -name '*.h' | sort) | while read -r f; do
@@ -57,8 +59,15 @@ if [[ $what == all || $what == build ]]; then
   say "TensorPipe headers, Debian vs libtorch: $(grep -c '^same' "$L/tp_headers.txt") identical," \
     "$(grep -c '^DIFF' "$L/tp_headers.txt") differ, $(grep -c '^debian-only' "$L/tp_headers.txt") Debian only"
   # Differences in code, not in comments or whitespace (the licence line changed
-  # from Facebook to Meta upstream): preprocessed without includes, blanks dropped.
-  code() { g++ -fpreprocessed -dD -E -P "$1" 2>/dev/null | tr -d ' \t\n'; }
+  # from Facebook to Meta upstream) nor in the TORCH_STABLE_ONLY guard libtorch wraps
+  # around every header it installs: guard dropped, preprocessed without includes,
+  # blanks dropped.
+  code() {
+    sed -e '/^#if !defined(TORCH_STABLE_ONLY) && !defined(TORCH_TARGET_VERSION)/d' \
+      -e '/^#endif *\/\/ !defined(TORCH_STABLE_ONLY)/d' \
+      -e '/^#else$/{N;/\n#error "This file should not be included when either TORCH_STABLE_ONLY/d}' "$1" |
+      g++ -fpreprocessed -dD -E -P -x c++ - 2>/dev/null | tr -d ' \t\n'
+  }
   grep '^DIFF' "$L/tp_headers.txt" | cut -d' ' -f2 | while read -r f; do
     if [[ $(code "$TP/$f") == "$(code "$TORCH_DIR/include/$f")" ]]; then
       echo "comments-only $f"
@@ -86,7 +95,7 @@ if [[ $what == all || $what == build ]]; then
     "($(grep -c tensorpipe/ "$L/debian_headers_used.txt") tensorpipe, see gpu-logs/debian_headers_used.txt)"
 fi
 
-if [[ $what == all || $what == test ]]; then
+if want test; then
   timeout 200 $B/tests/gpu/rpcjob_gpu_test --gtest_output=xml:"$L/gpu_test.xml" >"$L/gpu_test.log" 2>&1
   say "gpu tests rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED)  \]' "$L/gpu_test.log" | tr '\n' ' ')"
   # Which devices each test used, and why any was skipped.
@@ -107,7 +116,7 @@ if [[ $what == all || $what == test ]]; then
   done
 fi
 
-if [[ $what == all || $what == e2e ]]; then
+if want e2e; then
   # The plan rpcjob run makes here, with the GPU topology NVML reports.
   $B/runner/rpcjob plan examples/model-split-one-gpu.yaml --local >"$L/plan_local.txt" 2>&1
   say "rpcjob plan --local rc=$?: $(grep -m1 'GPU topology' "$L/plan_local.txt")"
@@ -168,7 +177,7 @@ print("live /metrics check:", "OK" if ok else "FAIL")
 PY
 fi
 
-if [[ $what == all || $what == seeds ]]; then
+if want seeds; then
   # As a user builds them (examples/*/README.md): install this build, build each
   # program against the install with find_package(rpcjob), run its manifests.
   T0=$SECONDS
@@ -225,7 +234,7 @@ if [[ $what == all || $what == seeds ]]; then
     "$L"/model-split-*.log | tee "$OUT/seeds_table.md"
 fi
 
-if [[ $what == all || $what == pod ]]; then
+if want pod; then
   # Two workers of one pod, run the way the pod runs them (operator/README.md, "Pods"):
   # one container that sees the pod's GPUs through CUDA_VISIBLE_DEVICES, renumbered
   # from cuda:0, and rpcjob-launch starting both workers from a launch spec, with the
@@ -308,7 +317,7 @@ PY
   say "pod check: $([[ $pod_ok == 1 ]] && echo OK || echo FAIL)"
 fi
 
-if [[ $what == all || $what == bench ]]; then
+if want bench; then
   R=$L/bench.jsonl
   : >"$R"
   for ch in "" "cuda_ipc,basic"; do
@@ -331,7 +340,7 @@ fi
 
 # Not part of `all` (about 3 minutes): the metrics overhead in the same two processes,
 # every recorder switched, then one at a time (what each costs; rpcjob-bench --recorders).
-if [[ $what == metrics ]]; then
+if [[ $stages == *" metrics "* ]]; then
   for r in ${RECORDERS:-all none observer transports channels}; do
     timeout 170 $B/worker/rpcjob-bench --metrics --rounds ${ROUNDS:-200} --recorders $r \
       --slice ${SLICE:-25} \
