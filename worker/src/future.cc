@@ -4,6 +4,7 @@
 #include "future_state.h"
 #include "rpcjob/runtime/errors.h"
 #include "thread_pool.h"
+#include "trace/trace.h"
 
 namespace rpcjob::runtime {
 namespace detail {
@@ -77,17 +78,25 @@ void Future::wait() const {
   // and sleeping on the condition variable costs a futex wake-up on each side.
   for (int i = 0; i < 64 && !isDone(); ++i) std::this_thread::yield();
   if (!isDone()) {
+    trace::point("future.sleep");
     std::unique_lock<std::mutex> lock(state_->mu);
     state_->cv.wait(lock, [&] { return state_->done.load(std::memory_order_acquire); });
+    trace::point("future.woke");
   }
-  for (auto& event : state_->events) event->synchronize();
+  if (!state_->events.empty()) {
+    for (auto& event : state_->events) event->synchronize();
+    trace::point("future.synchronized");
+  }
 }
 
 bool Future::waitFor(std::chrono::nanoseconds timeout) const {
   detail::flushCallBatch();
+  trace::point("future.sleep");
   std::unique_lock<std::mutex> lock(state_->mu);
-  return state_->cv.wait_for(lock, timeout,
-                             [&] { return state_->done.load(std::memory_order_acquire); });
+  bool done = state_->cv.wait_for(lock, timeout,
+                                  [&] { return state_->done.load(std::memory_order_acquire); });
+  trace::point("future.woke");
+  return done;
 }
 
 void Future::waitOnStreams() const {

@@ -24,6 +24,7 @@
 #include "startup/fd_limit.h"
 #include "startup/leader_barrier.h"
 #include "startup/start_plan.h"
+#include "trace/trace.h"
 
 namespace rpcjob::runtime {
 namespace {
@@ -353,6 +354,7 @@ void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
   pipe->readDescriptor([this, pipe, onMessage = std::move(onMessage), onError = std::move(onError),
                         server = std::move(server)](const tensorpipe::Error& error,
                                                     tensorpipe::Descriptor descriptor) mutable {
+    trace::point("pipe.descriptor");
     if (error) {
       onError(error.what(), nullptr);
       return;
@@ -382,6 +384,7 @@ void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
     pipe->read(std::move(allocation),
                [this, pipe, msg, onMessage = std::move(onMessage), onError = std::move(onError),
                 server = std::move(server)](const tensorpipe::Error& error) mutable {
+                 trace::point("pipe.read", msg->header.id);
                  if (error) {
                    onError(error.what(), nullptr);
                    return;
@@ -612,8 +615,10 @@ void RuntimeImpl::flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wri
   }
   auto left = std::make_shared<std::atomic<size_t>>(units.size());
   for (auto& unit : units) {
+    trace::point("pipe.write");
     pipe->write(unit->toTensorpipe(), [this, unit, left, pipe, &writes, onError,
                                        keepAlive](const tensorpipe::Error& error) {
+      trace::point("pipe.written");
       if (error && onError) onError(error.what());
       recordServed(*unit);
       if (left->fetch_sub(1) != 1) return;
@@ -652,6 +657,7 @@ bool RuntimeImpl::waitHandshake(int rank, Clock::time_point deadline, std::strin
 
 void RuntimeImpl::onClientMessage(int rank, uint64_t generation, IncomingMessage& msg) {
   if (msg.header.type != wire::MessageType::kHelloReply) {
+    trace::point("call.response", msg.header.id);
     auto pending = takePending(msg.header.id);
     if (msg.header.type == wire::MessageType::kError &&
         msg.header.errorKind == wire::ErrorKind::kRefused) {

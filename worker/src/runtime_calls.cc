@@ -6,6 +6,7 @@
 #include "rpcjob/runtime/runtime.h"
 #include "runtime_impl.h"
 #include "shutdown.h"
+#include "trace/trace.h"
 
 namespace rpcjob::runtime {
 namespace {
@@ -99,6 +100,7 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   auto timeout = options.timeout.count() == 0 ? options_.defaultTimeout : options.timeout;
   uint64_t id = nextCallId_.fetch_add(1);
   header.id = id;
+  trace::point("call.send", id);
   message->header = wire::encodeHeader(header);
   Pending pending;
   pending.future = state;
@@ -194,6 +196,7 @@ void RuntimeImpl::completePending(Pending pending, IncomingMessage& msg) {
     options_.observer->callFinished(pending.function, peerName, statusOf(error), pending.observed,
                                     msg.arrived != nullptr ? *msg.arrived : unknown);
   }
+  trace::point("call.complete", msg.header.id);
   if (error) {
     pending.future->fail(error);
     return;
@@ -399,14 +402,16 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
     }
     reply(server, id, result, name, observed, autogradContext);
   };
+  trace::point(fn.options.runInline ? "serve.inline" : "serve.submit", header.id);
   if (fn.options.runInline) {
     for (auto& e : events) e->blockCurrentStream();
     respond(runLocal(fn, caller, header.function, std::move(argv), autogradContext));
     return;
   }
   auto name = header.function;
-  auto task = [this, &fn, &caller, name, argv = std::move(argv), respond, events,
-               autogradContext]() mutable {
+  auto task = [this, &fn, &caller, name, argv = std::move(argv), respond, events, autogradContext,
+               id = header.id]() mutable {
+    trace::point("serve.run", id);
     for (auto& e : events) e->blockCurrentStream();  // this thread's current streams
     respond(runLocal(fn, caller, name, std::move(argv), autogradContext));
   };
@@ -438,6 +443,7 @@ void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
                         const Future& result, const std::string& function,
                         std::optional<Observer::CallToken> observed, int64_t ctx) {
   result.addInlineCallback([this, server, id, function, observed, ctx](const Future& done) mutable {
+    trace::point("serve.reply", id);
     wire::Header h;
     h.id = id;
     std::shared_ptr<OutgoingMessage> message;

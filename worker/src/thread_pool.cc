@@ -1,5 +1,7 @@
 #include "thread_pool.h"
 
+#include "trace/trace.h"
+
 namespace rpcjob::runtime {
 
 ThreadPool::ThreadPool(int threads) {
@@ -16,6 +18,7 @@ bool ThreadPool::submit(std::function<void()> task) {
     if (stopping_) return false;
     tasks_.push_back(std::move(task));
   }
+  trace::point("pool.submit");
   cv_.notify_one();
   return true;
 }
@@ -46,6 +49,7 @@ void ThreadPool::run() {
       task = std::move(tasks_.front());
       tasks_.pop_front();
     }
+    trace::point("pool.run");
     task();
   }
 }

@@ -15,6 +15,7 @@
 #include "future_state.h"
 #include "rpcjob/runtime/dist_autograd.h"
 #include "runtime_impl.h"
+#include "trace/trace.h"
 
 namespace rpcjob::runtime::autograd {
 namespace {
@@ -270,9 +271,11 @@ Future Container::propagate(const std::shared_ptr<ContextState>& ctx,
   // The graph is always kept: a part shared by several SendRecords runs once
   // per gradient message reaching it (by linearity the sums are the same).
   // The engine captures instead of accumulating: nothing lands in .grad.
+  trace::point("autograd.engine", static_cast<uint64_t>(ctx->id()));
   torch::autograd::variable_list captured = torch::autograd::Engine::get_default_engine().execute(
       roots, grads, /*keep_graph=*/true, /*create_graph=*/false, /*accumulate_grad=*/false,
       outputs);
+  trace::point("autograd.engine.done", static_cast<uint64_t>(ctx->id()));
   size_t k = 0;
   for (const auto& leaf : ends.leaves) {
     const at::Tensor& g = captured.at(k++);

@@ -8,6 +8,7 @@
 
 #include "autograd/container.h"
 #include "runtime_impl.h"
+#include "trace/trace.h"
 
 namespace rpcjob::runtime::dist_autograd {
 namespace {
@@ -42,6 +43,7 @@ Context::Context(Runtime& runtime)
 
 Context::~Context() {
   autograd::setCurrentContext(previous_);
+  trace::point("autograd.release", static_cast<uint64_t>(id_));
   try {
     Future released = runtime_.impl().autograd().release(id_);
     auto timeout = runtime_.impl().options().defaultTimeout;
@@ -50,6 +52,7 @@ Context::~Context() {
     } else {
       released.wait();
     }
+    trace::point("autograd.released", static_cast<uint64_t>(id_));
   } catch (...) {
     // Nothing to tell: a worker that cannot be reached holds no context.
   }
@@ -73,6 +76,7 @@ void backward(Runtime& runtime, ContextId id, const std::vector<at::Tensor>& roo
   autograd::Container& container = runtime.impl().autograd();
   const std::string& self = runtime.self().name;
   auto ctx = container.get(id);
+  trace::point("autograd.backward", static_cast<uint64_t>(id));
   torch::autograd::edge_list edges;
   torch::autograd::variable_list grads;
   for (const auto& root : roots) {
@@ -102,6 +106,7 @@ void backward(Runtime& runtime, ContextId id, const std::vector<at::Tensor>& roo
   }
   // After a failure other workers' calls may still be running parts of this
   // graph here: it is left to the context's release.
+  trace::point("autograd.backward.done", static_cast<uint64_t>(id));
   if (error) std::rethrow_exception(error);
   if (!retainGraph) releaseGraph(edges);
 }

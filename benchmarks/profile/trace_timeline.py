@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Merges the RPCJOB_TRACE files of one run (worker/src/trace/trace.h) into one timeline.
+
+Usage: trace_timeline.py DIR [--between EVENT] [--from K] [--show N] [--top N]
+
+The run is cut into windows between consecutive occurrences of EVENT in the first
+process that records it (default autograd.released: one window per training
+iteration of a dist_autograd::Context scope), from window K on (default 0: the
+windows before K are a warm-up or another phase). Prints the first N windows event by
+event (microseconds from the window's start, process and thread), then, over all
+windows, where the time goes: the gap before each event, keyed by the event before
+it and both processes, as a median per window, largest first. A gap is time in which
+no traced step happened: a wake-up, a transfer, a kernel, or code without a point.
+"""
+import argparse
+import glob
+import os
+import statistics
+import sys
+
+
+def load(directory):
+    events = []
+    for path in sorted(glob.glob(os.path.join(directory, "trace-*.txt"))):
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) != 5:
+                    continue
+                ns, pid, tid, what, ident = parts
+                events.append((int(ns), int(pid), int(tid), what, int(ident)))
+    events.sort()
+    return events
+
+
+def labels(events):
+    procs, threads = {}, {}
+    for _, pid, tid, _, _ in events:
+        procs.setdefault(pid, f"p{len(procs)}")
+        threads.setdefault((pid, tid), f"{procs[pid]}.t{sum(1 for k in threads if k[0] == pid)}")
+    return procs, threads
+
+
+def windows(events, between):
+    marks = [e for e in events if e[3] == between]
+    if not marks:
+        return []
+    first = marks[0][1]
+    times = [e[0] for e in marks if e[1] == first]
+    return [(a, b) for a, b in zip(times, times[1:])]
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("dir")
+    p.add_argument("--between", default="autograd.released")
+    p.add_argument("--from", dest="first", type=int, default=0)
+    p.add_argument("--show", type=int, default=1)
+    p.add_argument("--top", type=int, default=20)
+    a = p.parse_args(argv)
+    events = load(a.dir)
+    if not events:
+        print(f"trace_timeline: no trace-*.txt events in {a.dir}", file=sys.stderr)
+        return 1
+    procs, threads = labels(events)
+    spans = windows(events, a.between)[a.first:]
+    if not spans:
+        print(f"trace_timeline: no window between '{a.between}' events from window {a.first}",
+              file=sys.stderr)
+        return 1
+    print(f"{len(events)} events, {len(procs)} processes, {len(spans)} windows between "
+          f"'{a.between}' (median {statistics.median((b - s) / 1e3 for s, b in spans):.1f} us)")
+    gaps = {}
+    for k, (start, end) in enumerate(spans):
+        inside = [e for e in events if start <= e[0] < end]
+        if k < a.show:
+            print(f"\nwindow {k}: {(end - start) / 1e3:.1f} us")
+            for ns, pid, tid, what, ident in inside:
+                print(f"  {(ns - start) / 1e3:9.1f}  {threads[(pid, tid)]:8} {what} {ident or ''}")
+        per = {}
+        for prev, cur in zip(inside, inside[1:]):
+            key = f"{prev[3]}@{procs[prev[1]]} -> {cur[3]}@{procs[cur[1]]}"
+            per[key] = per.get(key, 0) + (cur[0] - prev[0]) / 1e3
+        for key, us in per.items():
+            gaps.setdefault(key, []).append(us)
+    n = len(spans)
+    rows = sorted(((sum(v) / n, statistics.median(v), len(v), key) for key, v in gaps.items()),
+                  reverse=True)
+    print(f"\nwhere the time goes (gap before an event, per window: mean over all {n} windows, "
+          "median where it occurs, windows with it):")
+    for mean, median, count, key in rows[:a.top]:
+        print(f"  {mean:8.1f} us  {median:8.1f} us  {count:4d}  {key}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
