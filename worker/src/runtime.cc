@@ -813,6 +813,9 @@ std::vector<ChannelChoice> Runtime::channelChoices() const {
 void Runtime::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline) {
   detail::flushCallBatch();  // a graceful shutdown waits for the calls held
   impl_->shutdown(mode, deadline);
+  // RPCJOB_TRACE: written now as well as at exit, for programs that end with
+  // _exit (a forked worker) and so never run exit's handlers.
+  trace::flush();
 }
 
 }  // namespace rpcjob::runtime

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../channels/copy_context.h"
+#include "../trace/trace.h"
 #include "event_poller.h"
 #include "nvlink_copy.h"
 
@@ -425,6 +426,7 @@ class NvlinkChannel final
       DeviceScope scope(device);
       cudaEventRecord(ready, b.stream);
     }
+    trace::point("nvlink.send", m.length);
     s.stream = b.stream;
     s.device = device;
     return true;
@@ -433,6 +435,7 @@ class NvlinkChannel final
   void release(PendingSend& s) { context_->releaseReady(s.device, s.slot); }
 
   Error acked(PendingSend& s, const WireMessage& ack) {
+    trace::point("nvlink.acked", ack.seq);
     if (ack.flags & kAckCopied) {  // copied already: nothing left to order after
       context_->releaseReady(s.device, s.slot);
       return Error::kSuccess;
@@ -454,6 +457,7 @@ class NvlinkChannel final
   }
 
   void copy(PendingRecv r, const WireMessage& m) {
+    trace::point("nvlink.copy", m.seq);
     std::string error;
     if (m.length != r.length) {
       error = "length mismatch: " + std::to_string(m.length) + " sent, " +
@@ -513,6 +517,7 @@ class NvlinkChannel final
   // that stream) and the ack goes once the copy has finished, flagged so.
   void copyOnSharedGpu(PendingRecv r, const WireMessage& m, const char* src,
                        const std::string& readyError) {
+    trace::point("nvlink.ready", m.seq);
     std::string error = readyError;
     auto ack = ackFor(m);
     cudaEvent_t done = nullptr;
@@ -536,6 +541,7 @@ class NvlinkChannel final
         self->fail(e);
         return;
       }
+      trace::point("nvlink.copied", ack->seq);
       self->acknowledgeLater(ack);
     });
   }

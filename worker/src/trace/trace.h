@@ -25,7 +25,8 @@ inline void point(const char* what, uint64_t id = 0) {
 void enable(const std::string& dir);
 // Writes the events recorded so far to DIR/trace-PID.txt, one line each:
 // "NANOSECONDS PID TID WHAT ID", per thread in order; false when tracing is off
-// or the file cannot be written. Runs at exit by itself.
+// or the file cannot be written. Runs at exit by itself, and at the end of
+// Runtime::shutdown (for processes that end with _exit).
 bool flush();
 
 }  // namespace rpcjob::runtime::trace
