@@ -3,8 +3,8 @@
 
 Usage: trace_timeline.py DIR [--between EVENT] [--from K] [--show N] [--top N]
 
-The run is cut into windows between consecutive occurrences of EVENT in the first
-process that records it (default autograd.released: one window per training
+The run is cut into windows between consecutive occurrences of EVENT in the
+process that records it most often (default autograd.released: one window per training
 iteration of a dist_autograd::Context scope), from window K on (default 0: the
 windows before K are a warm-up or another phase). Prints the first N windows event by
 event (microseconds from the window's start, process and thread), then, over all
@@ -13,6 +13,7 @@ it and both processes, as a median per window, largest first. A gap is time in w
 no traced step happened: a wake-up, a transfer, a kernel, or code without a point.
 """
 import argparse
+import bisect
 import glob
 import os
 import statistics
@@ -45,7 +46,10 @@ def windows(events, between):
     marks = [e for e in events if e[3] == between]
     if not marks:
         return []
-    first = marks[0][1]
+    counts = {}
+    for e in marks:
+        counts[e[1]] = counts.get(e[1], 0) + 1
+    first = max(counts, key=counts.get)
     times = [e[0] for e in marks if e[1] == first]
     return [(a, b) for a, b in zip(times, times[1:])]
 
@@ -71,8 +75,9 @@ def main(argv):
     print(f"{len(events)} events, {len(procs)} processes, {len(spans)} windows between "
           f"'{a.between}' (median {statistics.median((b - s) / 1e3 for s, b in spans):.1f} us)")
     gaps = {}
+    times = [e[0] for e in events]
     for k, (start, end) in enumerate(spans):
-        inside = [e for e in events if start <= e[0] < end]
+        inside = events[bisect.bisect_left(times, start):bisect.bisect_left(times, end)]
         if k < a.show:
             print(f"\nwindow {k}: {(end - start) / 1e3:.1f} us")
             for ns, pid, tid, what, ident in inside:
