@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Merges the RPCJOB_TRACE files of one run (worker/src/trace/trace.h) into one timeline.
 
-Usage: trace_timeline.py DIR [--between EVENT] [--from K] [--show N] [--top N]
+Usage: trace_timeline.py DIR [--between EVENT] [--from K] [--count C] [--show N] [--top N]
 
 The run is cut into windows between consecutive occurrences of EVENT in the
 process that records it most often (default autograd.released: one window per training
 iteration of a dist_autograd::Context scope), from window K on (default 0: the
-windows before K are a warm-up or another phase). Prints the first N windows event by
+windows before K are a warm-up or another phase), C windows at most. Prints the first N windows event by
 event (microseconds from the window's start, process and thread), then, over all
 windows, where the time goes: the gap before each event, keyed by the event before
 it and both processes, as a median per window, largest first. A gap is time in which
@@ -59,6 +59,7 @@ def main(argv):
     p.add_argument("dir")
     p.add_argument("--between", default="autograd.released")
     p.add_argument("--from", dest="first", type=int, default=0)
+    p.add_argument("--count", type=int, default=None)
     p.add_argument("--show", type=int, default=1)
     p.add_argument("--top", type=int, default=20)
     a = p.parse_args(argv)
@@ -68,6 +69,8 @@ def main(argv):
         return 1
     procs, threads = labels(events)
     spans = windows(events, a.between)[a.first:]
+    if a.count is not None:
+        spans = spans[:a.count]
     if not spans:
         print(f"trace_timeline: no window between '{a.between}' events from window {a.first}",
               file=sys.stderr)
@@ -83,7 +86,10 @@ def main(argv):
             for ns, pid, tid, what, ident in inside:
                 print(f"  {(ns - start) / 1e3:9.1f}  {threads[(pid, tid)]:8} {what} {ident or ''}")
         per = {}
-        for prev, cur in zip(inside, inside[1:]):
+        # The window's end counts as an event: the gap after its last step.
+        bounded = inside + [(end, inside[-1][1] if inside else 0, 0, f"(next {a.between})", 0)]
+        procs.setdefault(bounded[-1][1], "p?")
+        for prev, cur in zip(bounded, bounded[1:]):
             key = f"{prev[3]}@{procs[prev[1]]} -> {cur[3]}@{procs[cur[1]]}"
             per[key] = per.get(key, 0) + (cur[0] - prev[0]) / 1e3
         for key, us in per.items():
