@@ -211,8 +211,8 @@ int main(int, char** argv) {
       remote.c_str(), pair.channelFor("cuda:0", remote).c_str(), pct(s, 0.5) * 1e6,
       pct(s, 0.99) * 1e6, pct(r4, 0.5) * 1e3, pct(r400, 0.5) * 1e3,
       2 * 400e6 / 1e9 / pct(r400, 0.5), pct(r400, 0.1) * 1e3, pct(r400, 0.9) * 1e3,
-      pct(raw4, 0.5) * 1e3, pct(raw400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(raw400, 0.5), split, recipeCpu, recipeCuda,
-      at::get_num_threads());
+      pct(raw4, 0.5) * 1e3, pct(raw400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(raw400, 0.5), split,
+      recipeCpu, recipeCuda, at::get_num_threads());
   std::fflush(stdout);
   return 0;
 }
