@@ -88,7 +88,6 @@ def main(argv):
         per = {}
         # The window's end counts as an event: the gap after its last step.
         bounded = inside + [(end, inside[-1][1] if inside else 0, 0, f"(next {a.between})", 0)]
-        procs.setdefault(bounded[-1][1], "p?")
         for prev, cur in zip(bounded, bounded[1:]):
             key = f"{prev[3]}@{procs[prev[1]]} -> {cur[3]}@{procs[cur[1]]}"
             per[key] = per.get(key, 0) + (cur[0] - prev[0]) / 1e3
