@@ -12,6 +12,11 @@ caching allocator's growth). OURS_FRESH.log holds ours run the same way (one
 `rpcjob run` per num_split): the speed-up is computed on it. OURS_PIPELINE.log is
 one job running every num_split in turn (only the first pays the warm-up), shown
 beside it.
+
+The tutorial's own printed figure is mp.spawn to join: process start, init_rpc,
+building the model, the batches and shutdown. run-all.sh times each fresh
+`rpcjob run` the same way, launch to exit ("job wall time" lines in
+OURS_FRESH.log); the second table sets the two side by side.
 """
 import json
 import re
@@ -24,6 +29,15 @@ def ours(path):
         m = re.search(r"number of splits = (\d+), execution time = ([0-9.]+) \(([0-9.]+) images/s\)", line)
         if m:
             out[int(m.group(1))] = (float(m.group(2)), float(m.group(3)))
+    return out
+
+
+def wall_times(path):
+    out = {}
+    for line in open(path, errors="replace"):
+        m = re.search(r"job wall time: number of splits = (\d+), launch to exit = ([0-9.]+) s", line)
+        if m:
+            out[int(m.group(1))] = float(m.group(2))
     return out
 
 
@@ -42,9 +56,9 @@ def main(argv):
         print(__doc__)
         return 2
     rest = argv[3:]
-    fresh = {}
+    fresh, walls = {}, {}
     if len(rest) >= 2 and rest[0] == "--fresh":
-        fresh, rest = ours(rest[1]), rest[2:]
+        fresh, walls, rest = ours(rest[1]), wall_times(rest[1]), rest[2:]
     a, b = ours(argv[1]), torch_runs(argv[2])
     print("ResNet50 pipeline (batch 120 of 3x128x128, 3 batches; time = building the model + the batches)\n")
     print("| num_split | ours, a job per num_split (s) | ours (images/s) | ours, one job for all (s) "
@@ -61,6 +75,16 @@ def main(argv):
                  f"{t['master_s'] / f[0]:.2f}x" if f and t else "-",
                  f"{t['master_s'] / o[0]:.2f}x" if o and t else "-"]
         print("| " + " | ".join(cells) + " |")
+    if walls:
+        print("\nAs the tutorial prints it: the whole program per num_split (ours: `rpcjob run` launch to "
+              "exit; PyTorch: mp.spawn to join), fresh processes on both sides\n")
+        print("| num_split | ours, launch to exit (s) | PyTorch, spawn to join (s) | speed-up |")
+        print("|---|---|---|---|")
+        for n in sorted(walls):
+            t = b.get(n)
+            cells = [str(n), f"{walls[n]:.3f}", f"{t['spawn_s']:.3f}" if t else "-",
+                     f"{t['spawn_s'] / walls[n]:.2f}x" if t else "-"]
+            print("| " + " | ".join(cells) + " |")
     for path in rest:
         lines = [l.strip() for l in open(path, errors="replace")
                  if re.search(r"RPC (total execution time|gradients)", l)]

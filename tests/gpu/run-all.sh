@@ -214,9 +214,13 @@ if want seeds; then
   : >"$fresh"
   for n in 1 2 4 8; do
     sed "s/\"1,2,4,8\"/\"$n\"/; s/name: $ex\$/name: $ex-s$n/" examples/$ex.yaml >"$L/$ex-s$n.yaml"
+    # The tutorial's own figure is mp.spawn to join (process start, init_rpc, the
+    # model, the batches, shutdown): ours the same way is `rpcjob run` launch to exit.
+    t0=$EPOCHREALTIME
     RPCJOB_EXAMPLE_PHASES=1 PATH=$PWD/$B/seeds/resnet-pipeline:$P/bin:$PATH \
       timeout 300 "$P/bin/rpcjob" run "$L/$ex-s$n.yaml" --run-dir "$L/run-$ex-s$n" --first-port $port \
       >>"$fresh" 2>&1 || say "fresh job for num_split $n FAILED (rc=$?)"
+    echo "job wall time: number of splits = $n, launch to exit = $(awk "BEGIN{print $EPOCHREALTIME - $t0}") s" >>"$fresh"
     port=$((port + 20))
   done
   # The tutorial's own program, the same sizes, on the same GPUs.
