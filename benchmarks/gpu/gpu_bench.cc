@@ -38,7 +38,10 @@ std::vector<double> roundTrips(runtime::Runtime& rt, const at::Tensor& x, int wa
   std::vector<double> out;
   for (int i = 0; i < warmup + n; ++i) {
     auto t0 = Clock::now();
-    at::Tensor y = rt.rpcSync("w1", runtime::kBuiltinEcho, {x}).toTensor();  // waits on events
+    // rpcSync leaves the answer's copy to the current stream: wait for it there, as
+    // PyTorch's side (torch_rpc_bench.py) does after its rpc_sync.
+    at::Tensor y = rt.rpcSync("w1", runtime::kBuiltinEcho, {x}).toTensor();
+    c10::cuda::getCurrentCUDAStream(0).synchronize();
     auto t1 = Clock::now();
     if (i >= warmup) out.push_back(seconds(t1 - t0));
   }
@@ -93,7 +96,7 @@ double recipe(runtime::Runtime& rt, bool cpuMode) {
   // RPCJOB_BENCH_BREAKDOWN=1: where each timed iteration's host time goes, on stderr
   // (phases end when the host moves on; GPU work may still be queued).
   const bool breakdown = std::getenv("RPCJOB_BENCH_BREAKDOWN") != nullptr;
-  const bool onStreams = std::getenv("RPCJOB_BENCH_ON_STREAMS") != nullptr;
+  const bool hostWait = std::getenv("RPCJOB_BENCH_HOST_WAIT") != nullptr;
   constexpr int kPhases = 6;
   static const char* kNames[kPhases] = {"context", "local forward", "rpcSync forward",
                                         "y.sum()", "dist backward", "context release"};
@@ -107,11 +110,10 @@ double recipe(runtime::Runtime& rt, bool cpuMode) {
       at::Tensor h = at::linear(x, lw, lb);
       at::Tensor sent = cpuMode ? h.cpu() : h;
       t[2] = Clock::now();
-      // RPCJOB_BENCH_ON_STREAMS=1: the call's CUDA result waited on by the current
-      // stream, not the host (what PyTorch's rpc_sync does with a CUDA future).
-      at::Tensor y = onStreams
-                         ? rt.rpcAsync("w1", "gag.forward", {sent}).valueOnStreams().toTensor()
-                         : rt.rpcSync("w1", "gag.forward", {sent}).toTensor();
+      // rpcSync's CUDA result is waited on by the current stream (as PyTorch's
+      // rpc_sync); RPCJOB_BENCH_HOST_WAIT=1: by the host, for comparison.
+      at::Tensor y = hostWait ? rt.rpcAsync("w1", "gag.forward", {sent}).value().toTensor()
+                              : rt.rpcSync("w1", "gag.forward", {sent}).toTensor();
       t[3] = Clock::now();
       at::Tensor loss = y.sum();
       t[4] = Clock::now();

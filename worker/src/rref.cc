@@ -247,7 +247,7 @@ c10::IValue RRef::toHere(std::chrono::milliseconds timeout) const {
   if (h.isOwner && timeout.count() > 0 && !f.waitFor(timeout)) {
     throw RpcError(ErrorCode::kTimeout, h.ownerName, "RRef " + id() + " has no value yet");
   }
-  return f.value();
+  return f.valueOnStreams();
 }
 
 const c10::IValue& RRef::localValue() const {

@@ -795,7 +795,7 @@ Future Runtime::rpcAsync(const std::string& to, const std::string& function,
 }
 c10::IValue Runtime::rpcSync(const std::string& to, const std::string& function,
                              std::vector<c10::IValue> args, CallOptions options) {
-  return impl_->rpcAsync(to, function, std::move(args), options).value();
+  return impl_->rpcAsync(to, function, std::move(args), options).valueOnStreams();
 }
 RRef Runtime::remote(const std::string& to, const std::string& function,
                      std::vector<c10::IValue> args, CallOptions options) {

@@ -42,7 +42,7 @@ Future RRef::rpcAsync(const std::string& method, std::vector<c10::IValue> args,
 
 c10::IValue RRef::rpcSync(const std::string& method, std::vector<c10::IValue> args,
                           CallOptions options) const {
-  return rpcAsync(method, std::move(args), options).value();
+  return rpcAsync(method, std::move(args), options).valueOnStreams();
 }
 
 RRef RRef::remote(const std::string& method, std::vector<c10::IValue> args,

@@ -56,6 +56,8 @@ class RRef {
 
   // Calls method `method` of the remote object this RRef owns, on its owner:
   // the result, a future of it, or an RRef to it owned by the same owner.
+  // rpcSync and toHere wait as Runtime::rpcSync does (CUDA tensors on the
+  // current streams, not the host).
   c10::IValue rpcSync(const std::string& method, std::vector<c10::IValue> args = {},
                       CallOptions options = {}) const;
   Future rpcAsync(const std::string& method, std::vector<c10::IValue> args = {},

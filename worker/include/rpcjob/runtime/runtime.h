@@ -90,7 +90,10 @@ class Runtime {
   const WorkerInfo& worker(int rank) const;
   const std::vector<WorkerInfo>& workers() const;
 
-  // Calls
+  // Calls. rpcSync returns once the answer arrived; CUDA tensors in it are
+  // ready for work enqueued on the current streams (the host does not wait for
+  // their copies: Future::valueOnStreams, as PyTorch's rpc_sync). Read them on
+  // another stream only after synchronising with the current one.
   Future rpcAsync(const std::string& to, const std::string& function, std::vector<c10::IValue> args,
                   CallOptions options = {});
   c10::IValue rpcSync(const std::string& to, const std::string& function,
