@@ -201,6 +201,13 @@ int main(int, char** argv) {
   double split = seconds(Clock::now() - t0);
   double recipeCpu = recipe(rt, /*cpuMode=*/true);
   double recipeCuda = recipe(rt, /*cpuMode=*/false);
+  // RPCJOB_BENCH_RECIPE_REPEAT=N: N more CUDA recipes, each total on stderr: a steady
+  // phase long enough to profile (benchmarks/profile/perf-attach.sh).
+  if (const char* repeat = std::getenv("RPCJOB_BENCH_RECIPE_REPEAT")) {
+    for (int i = 0, n = std::atoi(repeat); i < n; ++i) {
+      std::fprintf(stderr, "recipe CUDA RPC, repeat %d: %.4f s\n", i, recipe(rt, false));
+    }
+  }
   auto raw4 = all ? rawRoundTrips(mb4, peer, 20, 200) : std::vector<double>{1};
   auto raw400 = all ? rawRoundTrips(mb400, peer, 3, 20) : std::vector<double>{1};
   std::printf(
