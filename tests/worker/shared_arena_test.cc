@@ -141,6 +141,23 @@ TEST(SharedArena, TheCacheStaysWithinItsBoundOldestFirst) {
   arena.release(fresh);
 }
 
+// A region the system would refuse as private memory is refused as shared
+// memory too (memfds are not accounted when mapped): a peer announcing a huge
+// tensor gets an allocation failure, not an OOM kill mid-copy.
+TEST(SharedArena, ARegionTheSystemCannotBackIsRefused) {
+  const size_t huge = size_t{1} << 40;
+  void* probe = ::mmap(nullptr, huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (probe != MAP_FAILED) {
+    ::munmap(probe, huge);
+    GTEST_SKIP() << "this machine grants 1 TiB of private memory (overcommit_memory=1?)";
+  }
+  SharedArena arena(64 * MiB);
+  EXPECT_EQ(arena.allocate(huge), nullptr);
+  EXPECT_EQ(arena.mappedRegions(), 0u);
+  EXPECT_NE(arena.allocate(2 * MiB), nullptr);  // and it still works
+  EXPECT_TRUE(arena.shared());
+}
+
 PeerRegion regionOf(const SharedArena& arena, const void* ptr, size_t length) {
   auto span = arena.find(ptr, length);
   EXPECT_TRUE(span);

@@ -51,6 +51,13 @@ SharedArena& SharedArena::instance() {
 void* SharedArena::mapNew(size_t size, Region& region) {
   region.size = size;
   if (shared_) {
+    // A memfd's pages are not accounted when it is sized or mapped (shmem
+    // files are VM_NORESERVE), so a region the system cannot back would map
+    // fine and fail as an OOM kill mid-copy (a hostile peer announcing a 1 TiB
+    // tensor). Ask the overcommit policy first, as a private mapping does.
+    void* probe = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (probe == MAP_FAILED) return nullptr;
+    ::munmap(probe, size);
     const std::string name = regionName(token_, region.id);
     const int fd = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
     int error = errno;
