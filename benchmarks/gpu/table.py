@@ -37,7 +37,11 @@ CPU_ROWS = [("small CPU call p50 (us)", "small_rtt_p50_us", "<= 10"),
             ("async calls/s (one caller)", "async_calls_per_s", ">= 1,000,000"),
             ("  the same in a CallBatch (opt-in)", "async_batched_calls_per_s", ">= 1,000,000"),
             ("4 MB CPU round trip (ms)", "rtt_4mb_ms", "<= 0.3"),
-            ("400 MB CPU round trip (ms)", "rtt_400mb_ms", ">= 80 % of the bound")]
+            ("400 MB CPU round trip (ms)", "rtt_400mb_ms", ">= 80 % of the bound"),
+            # The caller's tensor in rpcjob's shared arena (emptySharedHost, opt-in).
+            ("4 MB CPU round trip, arena tensor (ms)", "rtt_4mb_shared_ms", "<= 0.3"),
+            ("400 MB CPU round trip, arena tensor (ms)", "rtt_400mb_shared_ms",
+             ">= 80 % of the bound")]
 torch_cpu = next((r for r in rows if r.get("impl") == "pytorch" and "cpu_small_rtt_p50_us" in r), {})
 
 
@@ -46,7 +50,9 @@ torch_cpu = next((r for r in rows if r.get("impl") == "pytorch" and "cpu_small_r
 # (size in rpcjob-bench's keys, how the row says it, the suffix of its bandwidth
 # keys, decimals).
 COPY_BOUNDS = {"rtt_4mb_ms": ("4mb", "2 x 4 MiB", "_4mb", 3),
-               "rtt_400mb_ms": ("400mb", "2 x 400 MB", "", 2)}
+               "rtt_400mb_ms": ("400mb", "2 x 400 MB", "", 2),
+               "rtt_4mb_shared_ms": ("4mb", "2 x 4 MiB", "_4mb", 3),
+               "rtt_400mb_shared_ms": ("400mb", "2 x 400 MB", "", 2)}
 
 
 def copy_bound(cpu, key):
@@ -55,6 +61,14 @@ def copy_bound(cpu, key):
     size, what, suffix, d = COPY_BOUNDS[key]
     if not cpu.get(f"rtt_{size}_bound_ms"):
         return "", ""
+    if key.endswith("_shared_ms"):
+        # The same bounds as the row above; the 4 MB one also with threads started beforehand.
+        if not cpu.get(f"rtt_{size}_shared_of_bound"):
+            return "as above", ""
+        share = f"{cpu[f'rtt_{size}_shared_of_bound'] * 100:.0f} %"
+        if cpu.get("rtt_4mb_shared_of_pool_bound") and size == "4mb":
+            share += f" ({cpu['rtt_4mb_shared_of_pool_bound'] * 100:.0f} % of the pooled bound)"
+        return "as above", share
     bound = (f"{cpu[f'rtt_{size}_bound_ms']:.{d}f} ({what} at {cpu[f'memcpy{suffix}_gbps']:.1f} GB/s, "
              f"memcpy, {cpu[f'memcpy{suffix}_threads']} threads)")
     share = f"{cpu[f'rtt_{size}_of_bound'] * 100:.0f} %"
@@ -62,6 +76,10 @@ def copy_bound(cpu, key):
         bound += (f"; process_vm_readv alone {cpu[f'rtt_{size}_cma_ms']:.{d}f} "
                   f"({cpu[f'cma{suffix}_gbps']:.1f} GB/s, {cpu[f'cma{suffix}_threads']} threads)")
         share += f" ({cpu[f'rtt_{size}_of_cma'] * 100:.0f} % of process_vm_readv)"
+    if size == "4mb" and cpu.get("rtt_4mb_pool_bound_ms"):
+        bound += (f"; threads started beforehand {cpu['rtt_4mb_pool_bound_ms']:.{d}f} "
+                  f"({cpu['memcpy_4mb_pool_gbps']:.1f} GB/s, {cpu['memcpy_4mb_pool_threads']} threads)")
+        share += f" ({cpu['rtt_4mb_of_pool_bound'] * 100:.0f} % of the pooled bound)"
     return bound, share
 
 def tensorpipe_alone(cpu, key):

@@ -1,7 +1,9 @@
 // The rpcjob_cma channel (worker/src/channels/mtcma/): exact bytes through real
 // worker processes at the sizes around its inline/pool split, strided sources,
-// the channel report, interoperation with a peer that does not allow it, and a
-// hostile peer's control messages (the copy-channel skeleton cuda_nvlink shares).
+// the channel report, interoperation with a peer that does not allow it, a
+// hostile peer's control messages (the copy-channel skeleton cuda_nvlink shares),
+// and the shared path: tensors in the sender's arena (host_memory/) are read
+// from a mapping, both ways and when forwarded, and a forged region is an error.
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
@@ -14,14 +16,23 @@
 #include <tensorpipe/transport/listener.h>
 #include <tensorpipe/transport/uv/factory.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "channels/mtcma/mtcma_channel.h"
+#include "channels/mtcma/wire_message.h"
 #include "cluster.h"
+#include "host_memory/shared_arena.h"
+#include "rpcjob/runtime/shared_host.h"
 
 namespace rpcjob::testing {
 namespace {
@@ -57,7 +68,8 @@ TEST(MtCmaContext, ViableHereWithTheCmaStyleDescriptor) {
   const auto& descriptors = context->deviceDescriptors();
   ASSERT_EQ(descriptors.size(), 1u);
   const std::string& mine = descriptors.begin()->second;
-  EXPECT_EQ(mine.rfind("rpcjob_cma:", 0), 0u) << mine;
+  // The wire's version is part of it: peers of another version do not pair.
+  EXPECT_EQ(mine.rfind("rpcjob_cma/2:", 0), 0u) << mine;
   EXPECT_TRUE(context->canCommunicateWithRemote(mine, mine));
   EXPECT_FALSE(context->canCommunicateWithRemote(mine, mine + "x"));  // other uid, boot, ...
   EXPECT_FALSE(context->canCommunicateWithRemote(mine, ""));
@@ -164,12 +176,16 @@ TEST(MtCmaHostilePeer, AMalformedControlMessageFailsTheChannelWithAClearError) {
     std::vector<char> bytes;
     std::string error;
   };
-  std::vector<char> unknownKind(40, 0);  // the right size, kind 99
+  constexpr size_t kWire = sizeof(runtime::channels::MtCmaWire);
+  std::vector<char> unknownKind(kWire, 0);  // the right size, kind 99
   const uint32_t kind = 99;
   std::memcpy(unknownKind.data(), &kind, sizeof(kind));
-  for (const Case& c : {Case{std::vector<char>(7, 'x'), "malformed control message (7 bytes)"},
-                        Case{std::vector<char>(41, 0), "malformed control message (41 bytes)"},
-                        Case{unknownKind, "unknown control message kind"}}) {
+  for (const Case& c :
+       {Case{std::vector<char>(7, 'x'), "malformed control message (7 bytes)"},
+        Case{std::vector<char>(40, 0), "malformed control message (40 bytes)"},  // version 1's
+        Case{std::vector<char>(kWire + 1, 0),
+             "malformed control message (" + std::to_string(kWire + 1) + " bytes)"},
+        Case{unknownKind, "unknown control message kind"}}) {
     SCOPED_TRACE(c.error);
     auto transport = tensorpipe::transport::uv::create();
     auto listener = transport->listen("127.0.0.1");
@@ -205,6 +221,231 @@ TEST(MtCmaHostilePeer, AMalformedControlMessageFailsTheChannelWithAClearError) {
     written.get_future().wait();
   }
   context->join();
+}
+
+// {transfers read from a mapping of the sender's region, with process_vm_readv}
+// that `rank`'s process received over rpcjob_cma (0: this one).
+std::pair<int64_t, int64_t> receivedBy(runtime::Runtime& rt, const std::string& worker) {
+  if (worker == "driver") {
+    const auto c = runtime::channels::mtCmaCounters();
+    return {static_cast<int64_t>(c.sharedReads), static_cast<int64_t>(c.cmaReads)};
+  }
+  const auto t = rt.rpcSync(worker, "mtcma_counters", {}).toTupleRef().elements();
+  return {t.at(0).toInt(), t.at(1).toInt()};
+}
+
+// The change in each counter between construction and delta().
+struct Counted {
+  Counted(runtime::Runtime& rt, std::string worker) : rt_(rt), worker_(std::move(worker)) {
+    before_ = receivedBy(rt_, worker_);
+  }
+  std::pair<int64_t, int64_t> delta() {
+    auto now = receivedBy(rt_, worker_);
+    // The counter call itself moves no tensor over rpcjob_cma.
+    return {now.first - before_.first, now.second - before_.second};
+  }
+  runtime::Runtime& rt_;
+  std::string worker_;
+  std::pair<int64_t, int64_t> before_;
+};
+
+at::Tensor inArena(const at::Tensor& values) {
+  at::Tensor t = runtime::emptySharedHost(values.sizes(), values.options());
+  t.copy_(values);
+  return t;
+}
+
+TEST_F(MtCmaTest, AnArenaTensorIsReadFromAMappingBothWays) {
+  const int64_t bytes = (int64_t{8} << 20) + 5;
+  at::Tensor sent = inArena(pattern(bytes));
+  ASSERT_TRUE(runtime::isSharedHost(sent));
+  Counted worker(rt(), "w1"), driver(rt(), "driver");
+  at::Tensor back = rt().rpcSync("w1", "identity", {sent}).toTensor();
+  EXPECT_TRUE(at::equal(back, sent));
+  // The request from our arena, the response from the worker's (a received
+  // tensor of 4 MiB and more lands there).
+  EXPECT_EQ(worker.delta(), std::make_pair(int64_t{1}, int64_t{0}));
+  EXPECT_EQ(driver.delta(), std::make_pair(int64_t{1}, int64_t{0}));
+  EXPECT_TRUE(runtime::isSharedHost(back));
+  // Again: the mappings are cached, the bytes still exact after a change.
+  sent.mul_(3);
+  back = rt().rpcSync("w1", "identity", {sent}).toTensor();
+  EXPECT_TRUE(at::equal(back, sent));
+  EXPECT_EQ(worker.delta(), std::make_pair(int64_t{2}, int64_t{0}));
+}
+
+TEST_F(MtCmaTest, ARangeInsideARegionAtAnOffsetIsReadExactly) {
+  const int64_t MiB = int64_t{1} << 20;
+  at::Tensor region = inArena(pattern(12 * MiB));
+  for (int64_t start : {int64_t{1}, int64_t{4099}, 5 * MiB + 3}) {
+    SCOPED_TRACE(start);
+    at::Tensor view = region.slice(0, start, start + 6 * MiB + 1);  // contiguous, not at the start
+    ASSERT_TRUE(view.is_contiguous());
+    Counted worker(rt(), "w1");
+    at::Tensor back = rt().rpcSync("w1", "identity", {view}).toTensor();
+    EXPECT_TRUE(at::equal(back, view));
+    EXPECT_EQ(worker.delta(), std::make_pair(int64_t{1}, int64_t{0}));
+  }
+}
+
+TEST_F(MtCmaTest, APlainTensorGoesByCmaAndComesBackFromTheWorkersArena) {
+  const int64_t bytes = (int64_t{8} << 20) + 5;
+  at::Tensor sent = pattern(bytes);
+  ASSERT_FALSE(runtime::isSharedHost(sent));
+  Counted worker(rt(), "w1"), driver(rt(), "driver");
+  at::Tensor back = rt().rpcSync("w1", "identity", {sent}).toTensor();
+  EXPECT_TRUE(at::equal(back, sent));
+  EXPECT_EQ(worker.delta(), std::make_pair(int64_t{0}, int64_t{1}));
+  EXPECT_EQ(driver.delta(), std::make_pair(int64_t{1}, int64_t{0}));
+  // Below 4 MiB a received tensor is libtorch's, and goes back by cma.
+  at::Tensor small = pattern(int64_t{3} << 20);
+  EXPECT_FALSE(rt().rpcSync("w1", "is_shared_host", {small}).toBool());
+  EXPECT_TRUE(rt().rpcSync("w1", "is_shared_host", {sent}).toBool());
+}
+
+TEST_F(MtCmaTest, AForwardedTensorTakesTheSharedPath) {
+  // driver -> w1 by cma; w1 forwards what it received to w2, w2 echoes it:
+  // both hops between the workers read the sender's arena.
+  const int64_t bytes = (int64_t{6} << 20) + 11;
+  at::Tensor sent = pattern(bytes);
+  Counted w1(rt(), "w1"), w2(rt(), "w2");
+  at::Tensor back = rt().rpcSync("w1", "call_peer", {std::string("w2"), sent}).toTensor();
+  EXPECT_TRUE(at::equal(back, sent));
+  EXPECT_EQ(w1.delta(), std::make_pair(int64_t{1}, int64_t{1}));  // w2's answer; ours
+  EXPECT_EQ(w2.delta(), std::make_pair(int64_t{1}, int64_t{0}));  // w1's forward
+}
+
+// A hostile or broken peer's send naming a shared region: the receive fails
+// with the reason, the peer gets a failed ack, and nothing is read outside the
+// region; the genuine region is read.
+class ForgedRegion : public ::testing::Test {
+ protected:
+  struct Outcome {
+    std::string recvError;  // "" success
+    uint32_t ackStatus = 99;
+  };
+
+  // Sends `m` on a raw connection to a fresh rpcjob_cma channel that receives
+  // m.length bytes into `into`.
+  Outcome deliver(runtime::channels::MtCmaWire m, char* into) {
+    auto context = runtime::channels::createMtCmaChannel(2);
+    EXPECT_TRUE(context->isViable());
+    auto transport = tensorpipe::transport::uv::create();
+    auto listener = transport->listen("127.0.0.1");
+    std::promise<std::shared_ptr<tensorpipe::transport::Connection>> accepted;
+    listener->accept([&](const tensorpipe::Error& error,
+                         std::shared_ptr<tensorpipe::transport::Connection> connection) {
+      accepted.set_value(error ? nullptr : connection);
+    });
+    auto hostile = transport->connect(listener->addr());
+    auto ours = accepted.get_future();
+    EXPECT_EQ(ours.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    auto channel = context->createChannel({ours.get()}, tensorpipe::channel::Endpoint::kListen);
+    std::promise<uint32_t> acked;
+    hostile->read([&](const tensorpipe::Error& error, const void* ptr, size_t length) {
+      runtime::channels::MtCmaWire ack;
+      if (error || length != sizeof(ack)) {
+        acked.set_value(98);
+        return;
+      }
+      std::memcpy(&ack, ptr, sizeof(ack));
+      acked.set_value(ack.kind == runtime::channels::CopyKind::kAck ? ack.status : 97);
+    });
+    std::promise<void> written;
+    hostile->write(&m, sizeof(m), [&](const tensorpipe::Error&) { written.set_value(); });
+    std::promise<std::string> received;
+    channel->recv(tensorpipe::CpuBuffer{into}, m.length, [&](const tensorpipe::Error& error) {
+      received.set_value(error ? error.what() : "");
+    });
+    Outcome outcome;
+    auto r = received.get_future();
+    auto a = acked.get_future();
+    EXPECT_EQ(r.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+        << "the receive neither completed nor failed";
+    EXPECT_EQ(a.wait_for(std::chrono::seconds(10)), std::future_status::ready) << "no ack";
+    outcome.recvError = r.get();
+    outcome.ackStatus = a.get();
+    channel->close();
+    hostile->close();
+    listener->close();
+    transport->join();
+    written.get_future().wait();
+    context->join();
+    return outcome;
+  }
+
+  // A send of `length` bytes at `offset` of a region of this process's arena.
+  runtime::channels::MtCmaWire genuine(const at::Tensor& region, uint64_t offset, uint64_t length) {
+    runtime::channels::MtCmaWire m;
+    m.kind = runtime::channels::CopyKind::kSend;
+    m.seq = 1;
+    m.pid = ::getpid();
+    m.address = 0;  // never read: the region is
+    m.length = length;
+    // The fd, id and token as the sender's describe() puts them.
+    const auto& arena = runtime::host_memory::SharedArena::instance();
+    auto span = arena.find(region.data_ptr(), region.nbytes());
+    EXPECT_TRUE(span.has_value());
+    if (span) {
+      m.regionFd = span->fd;
+      m.token = arena.token();
+      m.regionId = span->id;
+    }
+    m.regionOffset = offset;
+    return m;
+  }
+};
+
+TEST_F(ForgedRegion, TheGenuineRegionIsReadAndForgedOnesAreErrorsOnBothSides) {
+  at::Tensor region = inArena(pattern(int64_t{2} << 20));
+  const runtime::channels::MtCmaWire good = genuine(region, 4096, 8192);
+  ASSERT_GE(good.regionFd, 0) << "the region's memfd was not found in /proc/self/fd";
+  std::vector<char> into(1 << 20, 0);
+  const uint64_t shared = runtime::channels::mtCmaCounters().sharedReads;
+  Outcome ok = deliver(good, into.data());
+  EXPECT_EQ(ok.recvError, "");
+  EXPECT_EQ(ok.ackStatus, 0u);
+  EXPECT_EQ(std::memcmp(into.data(), static_cast<const char*>(region.data_ptr()) + 4096, 8192), 0);
+  EXPECT_EQ(runtime::channels::mtCmaCounters().sharedReads, shared + 1);
+
+  const int devNull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  struct Case {
+    const char* what;
+    runtime::channels::MtCmaWire m;
+    std::string error;
+  };
+  std::vector<Case> cases;
+  auto with = [&](auto change) {
+    runtime::channels::MtCmaWire m = good;
+    change(m);
+    return m;
+  };
+  cases.push_back(
+      {"not a memfd", with([&](auto& m) { m.regionFd = devNull; }), "is not that rpcjob region"});
+  cases.push_back(
+      {"another id", with([](auto& m) { m.regionId += 7; }), "is not that rpcjob region"});
+  cases.push_back(
+      {"another token", with([](auto& m) { m.token ^= 1; }), "is not that rpcjob region"});
+  cases.push_back({"no such fd", with([](auto& m) { m.regionFd = 1 << 20; }), "cannot open"});
+  cases.push_back({"negative fd", with([](auto& m) { m.regionFd = -2; }), "no such process"});
+  cases.push_back({"no such pid", with([](auto& m) { m.pid = -5; }), "no such process"});
+  cases.push_back(
+      {"offset past the end", with([](auto& m) { m.regionOffset = 2 << 20; }), "outside"});
+  cases.push_back({"range straddles the end",
+                   with([](auto& m) { m.regionOffset = (2 << 20) - 100; }), "outside"});
+  cases.push_back(
+      {"offset wraps", with([](auto& m) { m.regionOffset = ~uint64_t{0} - 10; }), "outside"});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::fill(into.begin(), into.end(), 0);
+    Outcome bad = deliver(c.m, into.data());
+    EXPECT_NE(bad.recvError.find("rpcjob_cma: "), std::string::npos) << bad.recvError;
+    EXPECT_NE(bad.recvError.find(c.error), std::string::npos) << bad.recvError;
+    EXPECT_EQ(bad.ackStatus, 1u) << "the sender must learn the read failed";
+    EXPECT_TRUE(std::all_of(into.begin(), into.end(), [](char b) { return b == 0; }))
+        << "nothing may be copied";
+  }
+  ::close(devNull);
 }
 
 }  // namespace

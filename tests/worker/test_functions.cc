@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "autograd_functions.h"
+#include "channels/mtcma/mtcma_channel.h"
+#include "rpcjob/runtime/shared_host.h"
 
 namespace rpcjob::testing {
 namespace {
@@ -100,6 +102,16 @@ void registerTestFunctions(runtime::Runtime& rt) {
   // A worker serves while its start() still connects to the others.
   rt.registerFunction("started", [](const CallInfo&, Args) { return c10::IValue(started.load()); });
   rt.registerFunction("identity", [](const CallInfo&, Args args) { return args.at(0); });
+  // What this process received over rpcjob_cma: (shared reads, cma reads).
+  rt.registerFunction("mtcma_counters", [](const CallInfo&, Args) {
+    const auto c = runtime::channels::mtCmaCounters();
+    return c10::IValue(c10::ivalue::Tuple::create(
+        {static_cast<int64_t>(c.sharedReads), static_cast<int64_t>(c.cmaReads)}));
+  });
+  // Whether the argument arrived in this process's shared arena.
+  rt.registerFunction("is_shared_host", [](const CallInfo&, Args args) {
+    return c10::IValue(runtime::isSharedHost(args.at(0).toTensor()));
+  });
   rt.registerFunction("add",
                       [](const CallInfo&, Args args) {
                         return c10::IValue(args.at(0).toTensor().add(args.at(1).toTensor()));

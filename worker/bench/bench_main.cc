@@ -97,6 +97,12 @@ const Figure kFigures[] = {
     {"rtt_4mb_ms", "4 MB RTT (ms)", "<= 0.3"},
     {"rtt_400mb_ms", "400 MB RTT (ms)", ">= 80 % of bound"},
     {"gbps_400mb", "400 MB effective GB/s", ""},
+    // The caller's tensor in the shared arena (emptySharedHost): rpcjob_cma
+    // copies it with memcpy from a mapping; the echo comes back from the
+    // server's arena either way (received tensors of 4 MiB and more land there).
+    {"rtt_4mb_shared_ms", "4 MB RTT, arena (ms)", "<= 0.3"},
+    {"rtt_400mb_shared_ms", "400 MB RTT, arena (ms)", ">= 80 % of bound"},
+    {"gbps_400mb_shared", "400 MB arena GB/s", ""},
 };
 
 pid_t spawn(const std::string& binary, const std::string& peers, const std::string& name,
@@ -451,6 +457,8 @@ int main(int argc, char** argv) {
   const int kMidRounds = 50;
   const rpcjob::bench::CopyBound copy4 =
       rpcjob::bench::measureCopyBound(kMidBytes, rpcjob::bench::copyChannelThreads(), kMidRounds);
+  const rpcjob::bench::CopyBound pool4 = rpcjob::bench::measureCopyBoundPooled(
+      kMidBytes, rpcjob::bench::copyChannelThreads(), kMidRounds);
   const rpcjob::bench::CopyBound cma4 =
       rpcjob::bench::measureCmaCopy(kMidBytes, rpcjob::bench::copyChannelThreads(), kMidRounds);
   const bool large = std::find(benchArgs.begin(), benchArgs.end(), "--no-large") == benchArgs.end();
@@ -475,6 +483,15 @@ int main(int argc, char** argv) {
   const double ofBound4 = rtt4 > 0 && bound4Ms > 0 ? bound4Ms / rtt4 : 0;
   const double cma4Ms = cma4.gbps > 0 ? 2.0 * kMidBytes / (cma4.gbps * 1e9) * 1e3 : 0;
   const double ofCma4 = rtt4 > 0 && cma4Ms > 0 ? cma4Ms / rtt4 : 0;
+  // Ours with the caller's tensor in the arena, against the same bounds; the
+  // 4 MB one also against the bound with threads started beforehand.
+  const double rtt400Shared = field(result, "rtt_400mb_shared_ms");
+  const double ofBoundShared = rtt400Shared > 0 && boundMs > 0 ? boundMs / rtt400Shared : 0;
+  const double rtt4Shared = field(result, "rtt_4mb_shared_ms");
+  const double ofBound4Shared = rtt4Shared > 0 && bound4Ms > 0 ? bound4Ms / rtt4Shared : 0;
+  const double pool4Ms = pool4.gbps > 0 ? 2.0 * kMidBytes / (pool4.gbps * 1e9) * 1e3 : 0;
+  const double ofPool4 = rtt4 > 0 && pool4Ms > 0 ? pool4Ms / rtt4 : 0;
+  const double ofPool4Shared = rtt4Shared > 0 && pool4Ms > 0 ? pool4Ms / rtt4Shared : 0;
   if (json) {
     std::cout << "{";
     for (size_t i = 0; i < std::size(kFigures); ++i) {
@@ -494,6 +511,13 @@ int main(int argc, char** argv) {
               << ", \"memcpy_4mb_threads\": " << copy4.threads << ", \"rtt_4mb_cma_ms\": " << cma4Ms
               << ", \"rtt_4mb_of_cma\": " << ofCma4 << ", \"cma_4mb_gbps\": " << cma4.gbps
               << ", \"cma_4mb_threads\": " << cma4.threads;
+    std::cout << ", \"rtt_400mb_shared_of_bound\": " << ofBoundShared
+              << ", \"rtt_4mb_shared_of_bound\": " << ofBound4Shared
+              << ", \"memcpy_4mb_pool_gbps\": " << pool4.gbps
+              << ", \"memcpy_4mb_pool_threads\": " << pool4.threads
+              << ", \"rtt_4mb_pool_bound_ms\": " << pool4Ms
+              << ", \"rtt_4mb_of_pool_bound\": " << ofPool4
+              << ", \"rtt_4mb_shared_of_pool_bound\": " << ofPool4Shared;
     for (const auto& k : kFloorKeys) {
       std::cout << ", \"" << k.ours << "\": " << floorValue(tp, k.floor);
     }
@@ -530,6 +554,18 @@ int main(int argc, char** argv) {
         "ours %.0f %% of it\n",
         bound4Ms, copy4.gbps, copy4.threads, ofBound4 * 100, cma4Ms, cma4.gbps, cma4.threads,
         ofCma4 * 100);
+  }
+  if (boundMs > 0 && rtt400Shared > 0) {
+    std::printf("400 MB with the caller's tensor in the arena: %.0f %% of the bound\n",
+                ofBoundShared * 100);
+  }
+  if (pool4Ms > 0) {
+    std::printf(
+        "4 MB bound with threads started beforehand (spinning): %.3f ms (%.2f GB/s, %d "
+        "thread(s));\nours: %.0f %% of it, with the caller's tensor in the arena: %.0f %% "
+        "(%.0f %% of the bound above)\n",
+        pool4Ms, pool4.gbps, pool4.threads, ofPool4 * 100, ofPool4Shared * 100,
+        ofBound4Shared * 100);
   }
   if (!tp.empty()) {
     std::printf(

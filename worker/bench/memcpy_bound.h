@@ -19,6 +19,14 @@ struct CopyBound {
 // with 1 and with `threads` threads (each copying its own contiguous slice).
 CopyBound measureCopyBound(size_t bytes, int threads, int rounds = 5);
 
+// The same copies with threads started once, before any is timed (the calling
+// thread copies the first slice, threads - 1 spinning helpers the others): the
+// fairer bound where a copy takes well under a millisecond, since
+// measureCopyBound() starts its threads inside each timed copy (tens of
+// microseconds, a sizeable part of a 4 MiB copy). The helpers spin on the
+// start signal: the bound assumes no wake-up cost either.
+CopyBound measureCopyBoundPooled(size_t bytes, int threads, int rounds = 5);
+
 // The same for process_vm_readv(2) from this process into a buffer of its own
 // (rpcjob_cma's copy: the kernel pins the source's pages and copies page by
 // page, which on the hosts measured so far runs well below memcpy). Not the

@@ -2,16 +2,12 @@
 #include "serialization.h"
 
 #include <ATen/ops/empty.h>
-#include <ATen/ops/from_blob.h>
-
-#include <sys/mman.h>
 #include <tensorpipe/tensorpipe.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
-#include <cstdlib>
 #include <cstring>
-#include <mutex>
 
+#include "host_memory/shared_tensor.h"
 #include "rpcjob/runtime/errors.h"
 #if RPCJOB_WITH_CUDA
 #include "cuda/cuda_serialization.h"
@@ -128,73 +124,11 @@ c10::IValue fastDecode(const wire::FastValue& v, const char* payload,
   return c10::IValue();
 }
 
-// Receive buffers of large CPU tensors: mmap'ed with transparent huge pages (a
-// fresh 400 MB buffer otherwise takes ~100k page faults during the copy), and
-// kept in a small cache when freed, so that the next tensor of that size is
-// received into memory that is already mapped (as PyTorch's caching allocators).
+// Received CPU tensors from here up live in the shared arena
+// (host_memory/shared_arena.h): mapped once and reused from its cache (a fresh
+// 400 MB buffer takes ~100k page faults during the copy), and a peer on this
+// host reads them with memcpy when this worker sends them on.
 constexpr size_t kLargeReceive = size_t{4} << 20;
-constexpr size_t kHugePage = size_t{2} << 20;
-
-class LargeBufferCache {
- public:
-  static LargeBufferCache& instance() {
-    static auto* cache = new LargeBufferCache();  // never destroyed: deleters may run late
-    return *cache;
-  }
-  void* take(size_t bytes) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto it = free_.begin(); it != free_.end(); ++it) {
-        if (it->second == bytes) {
-          void* p = it->first;
-          cached_ -= bytes;
-          free_.erase(it);
-          return p;
-        }
-      }
-    }
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return nullptr;
-    madvise(p, bytes, MADV_HUGEPAGE);
-    return p;
-  }
-  void give(void* p, size_t bytes) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (bytes <= limit_) {
-        while (cached_ + bytes > limit_ && !free_.empty()) {
-          munmap(free_.front().first, free_.front().second);
-          cached_ -= free_.front().second;
-          free_.erase(free_.begin());
-        }
-        free_.emplace_back(p, bytes);
-        cached_ += bytes;
-        return;
-      }
-    }
-    munmap(p, bytes);
-  }
-
- private:
-  LargeBufferCache() {
-    const char* env = std::getenv("RPCJOB_RECV_CACHE_MB");
-    limit_ = (env != nullptr ? std::strtoull(env, nullptr, 10) : 1024) << 20;
-  }
-  std::mutex mu_;
-  std::vector<std::pair<void*, size_t>> free_;  // oldest first
-  size_t cached_ = 0;
-  size_t limit_ = 0;
-};
-
-at::Tensor largeReceiveTensor(const std::vector<int64_t>& sizes, c10::ScalarType dtype,
-                              size_t bytes) {
-  size_t mapped = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  void* p = LargeBufferCache::instance().take(mapped);
-  if (p == nullptr) return at::empty(sizes, at::TensorOptions().dtype(dtype));
-  return at::from_blob(
-      p, sizes, [mapped](void* q) { LargeBufferCache::instance().give(q, mapped); },
-      at::TensorOptions().dtype(dtype));
-}
 
 }  // namespace
 
@@ -346,8 +280,8 @@ std::string prepareRead(const tensorpipe::Descriptor& descriptor, IncomingMessag
     t = cuda::pinnedHostTensor(meta.sizes, dtype, d.length);
 #endif
     if (!t.defined()) {
-      t = d.length >= kLargeReceive ? largeReceiveTensor(meta.sizes, dtype, d.length)
-                                    : at::empty(meta.sizes, at::TensorOptions().dtype(dtype));
+      if (d.length >= kLargeReceive) t = host_memory::arenaTensor(meta.sizes, dtype);
+      if (!t.defined()) t = at::empty(meta.sizes, at::TensorOptions().dtype(dtype));
     }
     allocation.tensors.push_back({tensorpipe::CpuBuffer{t.data_ptr()}});
     in.tensors.push_back(std::move(t));

@@ -15,6 +15,7 @@
 #include "rpcjob/assignment/port_reservation.h"
 #include "rpcjob/runtime/call_batch.h"
 #include "rpcjob/runtime/remote_object.h"
+#include "rpcjob/runtime/shared_host.h"
 
 namespace rpcjob::worker {
 namespace {
@@ -65,7 +66,9 @@ c10::IValue encode(const PairResult& r) {
                                 r.smallRttP99Us,  r.asyncCallsPerS,
                                 r.rtt4mbMs,       r.rtt400mbMs,
                                 r.gbps400mb,      r.functionCallP50Us,
-                                r.proxyCallP50Us, r.asyncBatchedCallsPerS};
+                                r.proxyCallP50Us, r.asyncBatchedCallsPerS,
+                                r.rtt4mbSharedMs, r.rtt400mbSharedMs,
+                                r.gbps400mbShared};
   return c10::ivalue::Tuple::create(std::move(f));
 }
 
@@ -88,6 +91,9 @@ PairResult decode(const c10::IValue& v) {
   r.functionCallP50Us = f.at(13).toDouble();
   r.proxyCallP50Us = f.at(14).toDouble();
   r.asyncBatchedCallsPerS = f.at(15).toDouble();
+  r.rtt4mbSharedMs = f.at(16).toDouble();
+  r.rtt400mbSharedMs = f.at(17).toDouble();
+  r.gbps400mbShared = f.at(18).toDouble();
   return r;
 }
 
@@ -190,12 +196,18 @@ PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& co
 
   std::tie(r.functionCallP50Us, r.proxyCallP50Us) = proxyCallP50s(rt, peer, config.smallCalls);
 
+  auto sharedOnes = [](int64_t n) { return runtime::emptySharedHost({n}).fill_(1); };
   r.rtt4mbMs = tensorRtt(rt, peer, at::ones({1 << 20}), config.rtt4mbIterations) * 1e3;
+  r.rtt4mbSharedMs = tensorRtt(rt, peer, sharedOnes(1 << 20), config.rtt4mbIterations) * 1e3;
   if (config.large) {
-    at::Tensor big = at::ones({100 * 1000 * 1000});  // 400 MB of float32
-    double seconds = tensorRtt(rt, peer, big, config.rtt400mbIterations);
-    r.rtt400mbMs = seconds * 1e3;
-    r.gbps400mb = 2.0 * static_cast<double>(big.nbytes()) / seconds / 1e9;
+    const int64_t kFloats = 100 * 1000 * 1000;  // 400 MB of float32
+    for (bool shared : {false, true}) {
+      at::Tensor big = shared ? sharedOnes(kFloats) : at::ones({kFloats});
+      double seconds = tensorRtt(rt, peer, big, config.rtt400mbIterations);
+      (shared ? r.rtt400mbSharedMs : r.rtt400mbMs) = seconds * 1e3;
+      (shared ? r.gbps400mbShared : r.gbps400mb) =
+          2.0 * static_cast<double>(big.nbytes()) / seconds / 1e9;
+    }
   }
   for (const auto& c : rt.channelChoices()) {
     if (c.peer == peer && c.localDevice == "cpu:0" && c.remoteDevice == "cpu:0") {
@@ -449,7 +461,9 @@ std::string toJson(const std::vector<PairResult>& results) {
           << ",\"async_calls_per_s\":" << r.asyncCallsPerS
           << ",\"async_batched_calls_per_s\":" << r.asyncBatchedCallsPerS
           << ",\"rtt_4mb_ms\":" << r.rtt4mbMs << ",\"rtt_400mb_ms\":" << r.rtt400mbMs
-          << ",\"gbps_400mb\":" << r.gbps400mb
+          << ",\"gbps_400mb\":" << r.gbps400mb << ",\"rtt_4mb_shared_ms\":" << r.rtt4mbSharedMs
+          << ",\"rtt_400mb_shared_ms\":" << r.rtt400mbSharedMs
+          << ",\"gbps_400mb_shared\":" << r.gbps400mbShared
           << ",\"function_call_p50_us\":" << r.functionCallP50Us
           << ",\"proxy_call_p50_us\":" << r.proxyCallP50Us;
     } else {

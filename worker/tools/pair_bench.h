@@ -67,6 +67,11 @@ struct PairResult {
   double rtt4mbMs = 0;
   double rtt400mbMs = 0;
   double gbps400mb = 0;
+  // The same round trips with the caller's tensor in the shared arena
+  // (rpcjob/runtime/shared_host.h): rpcjob_cma reads it with memcpy.
+  double rtt4mbSharedMs = 0;
+  double rtt400mbSharedMs = 0;
+  double gbps400mbShared = 0;
   // A registered function on the pool vs a method of a remote object through
   // an RRef proxy (rref.rpcSync), one-element tensor, calls interleaved.
   double functionCallP50Us = 0;

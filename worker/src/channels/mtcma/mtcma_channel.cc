@@ -1,7 +1,10 @@
 #include "mtcma_channel.h"
 
+#include "../../host_memory/peer_regions.h"
+#include "../../host_memory/shared_arena.h"
 #include "../copy_context.h"
 #include "chunk_plan.h"
+#include "wire_message.h"
 
 #include <sys/prctl.h>
 #include <sys/uio.h>
@@ -127,8 +130,9 @@ std::string makeDescriptor(std::string& why) {
     why = "process_vm_readv is blocked (seccomp?)";
     return "";
   }
-  return std::string(kMtCmaChannelName) + ":" + boot + "_" + pidNs + "_" + userNs + "_" +
-         std::to_string(ruid) + "_" + std::to_string(rgid) + "_" + permittedCapabilities();
+  return std::string(kMtCmaChannelName) + "/" + std::to_string(kMtCmaWireVersion) + ":" + boot +
+         "_" + pidNs + "_" + userNs + "_" + std::to_string(ruid) + "_" + std::to_string(rgid) +
+         "_" + permittedCapabilities();
 }
 
 // Reads [remote, remote + length) of `pid` into `local`; "" or what went wrong.
@@ -155,16 +159,10 @@ std::string readRemote(pid_t pid, char* local, uint64_t remote, size_t length) {
   return "";
 }
 
-// One fixed-size control message, both ways.
-struct WireMessage {
-  CopyKind kind = CopyKind::kSend;
-  uint32_t status = 0;  // kAck: 0 ok, 1 the receiver failed to read
-  uint64_t seq = 0;
-  int64_t pid = 0;
-  uint64_t address = 0;
-  uint64_t length = 0;
-};
-static_assert(sizeof(WireMessage) == 40, "the wire format peers of older versions read");
+using WireMessage = MtCmaWire;
+
+// mtCmaCounters()'s, process-wide.
+std::atomic<uint64_t> sharedReads{0}, sharedBytes{0}, cmaReads{0}, cmaBytes{0};
 
 struct PendingSend {
   tensorpipe::channel::TSendCallback callback;
@@ -278,6 +276,8 @@ class MtCmaContext final : public CopyContext, public std::enable_shared_from_th
     chunkBytes_ = envSize("RPCJOB_MTCMA_CHUNK_BYTES", 0);
     const std::chrono::microseconds spin(envSize("RPCJOB_MTCMA_SPIN_US", 0));
     pool_ = std::make_unique<CopyPool>(std::max<size_t>(1, threads), spin);
+    peers_ =
+        std::make_unique<host_memory::PeerMappings>(host_memory::PeerMappings::maxBytesFromEnv());
     setViable({{Device{tensorpipe::kCpuDeviceType, 0}, std::move(descriptor)}});
   }
   ~MtCmaContext() override {
@@ -294,6 +294,7 @@ class MtCmaContext final : public CopyContext, public std::enable_shared_from_th
   }
 
   CopyPool& pool() { return *pool_; }
+  host_memory::PeerMappings& peerMappings() { return *peers_; }
   ChunkPlan planFor(size_t length) const { return planChunks(length, pool_->size(), chunkBytes_); }
 
  private:
@@ -302,6 +303,7 @@ class MtCmaContext final : public CopyContext, public std::enable_shared_from_th
 
   size_t chunkBytes_ = 0;
   std::unique_ptr<CopyPool> pool_;
+  std::unique_ptr<host_memory::PeerMappings> peers_;
 };
 
 class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, PendingSend, PendingRecv> {
@@ -318,8 +320,16 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
   }
 
   bool describe(Buffer& buffer, WireMessage& m, PendingSend&, std::string&) {
+    const void* ptr = buffer.unwrap<CpuBuffer>().ptr;
     m.pid = static_cast<int64_t>(::getpid());
-    m.address = reinterpret_cast<uintptr_t>(buffer.unwrap<CpuBuffer>().ptr);
+    m.address = reinterpret_cast<uintptr_t>(ptr);
+    const auto& arena = host_memory::SharedArena::instance();
+    if (auto span = arena.find(ptr, m.length)) {
+      m.regionFd = span->fd;
+      m.token = arena.token();
+      m.regionId = span->id;
+      m.regionOffset = span->offset;
+    }
     return true;
   }
   void release(PendingSend&) {}
@@ -332,10 +342,28 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
                        std::move(callback)};
   }
 
+  // Where a transfer's bytes come from: a mapping of the sender's shared
+  // region (memcpy), or, without one, the sender's memory (process_vm_readv).
+  struct Source {
+    std::shared_ptr<const host_memory::PeerMapping> mapping;  // keeps it mapped
+    const char* bytes = nullptr;                              // the range's start in it
+  };
+
+  // Bytes [offset, offset + length) of the transfer into `to` + offset.
+  static std::string readRange(const Source& source, const WireMessage& m, char* to, size_t offset,
+                               size_t length) {
+    if (source.bytes != nullptr) {
+      std::memcpy(to + offset, source.bytes + offset, length);
+      return "";
+    }
+    return readRemote(static_cast<pid_t>(m.pid), to + offset, m.address + offset, length);
+  }
+
   // A split read: the pieces count down; the last one finishes the transfer.
   struct Transfer {
     PendingRecv recv;
     WireMessage request;
+    Source source;
     ChunkPlan plan;
     std::atomic<size_t> remaining{0};
     std::mutex mu;
@@ -349,8 +377,7 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
     // Once the channel failed, the sender may already reuse its memory.
     std::string error = failure();
     if (error.empty()) {
-      error = readRemote(static_cast<pid_t>(transfer->request.pid), transfer->recv.ptr + offset,
-                         transfer->request.address + offset, length);
+      error = readRange(transfer->source, transfer->request, transfer->recv.ptr, offset, length);
     }
     if (!error.empty()) {
       std::lock_guard<std::mutex> lock(transfer->mu);
@@ -362,26 +389,39 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
         std::lock_guard<std::mutex> lock(transfer->mu);
         final = transfer->error;
       }
-      finish(std::move(transfer->recv), transfer->request, final);
+      finish(std::move(transfer->recv), transfer->request, transfer->source, final);
     }
   }
 
   void copy(PendingRecv r, const WireMessage& m) {
     if (m.length != r.length) {
-      finish(std::move(r), m,
+      finish(std::move(r), m, Source{},
              "length mismatch: " + std::to_string(m.length) + " sent, " + std::to_string(r.length) +
                  " expected");
       return;
     }
+    Source source;
+    if (m.regionFd != -1) {
+      std::string error;
+      source.mapping = context_->peerMappings().map(
+          host_memory::PeerRegion{m.pid, m.token, m.regionId, m.regionFd, m.regionOffset, m.length},
+          error);
+      if (source.mapping == nullptr) {
+        finish(std::move(r), m, source, error);
+        return;
+      }
+      source.bytes = source.mapping->base() + m.regionOffset;
+    }
     const ChunkPlan plan = context_->planFor(r.length);
     if (plan.pieces <= 1) {
-      std::string error = readRemote(static_cast<pid_t>(m.pid), r.ptr, m.address, r.length);
-      finish(std::move(r), m, error);
+      std::string error = readRange(source, m, r.ptr, 0, r.length);
+      finish(std::move(r), m, source, error);
       return;
     }
     auto transfer = std::make_shared<Transfer>();
     transfer->recv = std::move(r);
     transfer->request = m;
+    transfer->source = std::move(source);
     transfer->plan = plan;
     transfer->remaining = plan.pieces;
     const size_t first = plan.readerTakesFirst ? 1 : 0;
@@ -396,7 +436,12 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
   }
 
   // Acks the sender (with the outcome) and completes the receive.
-  void finish(PendingRecv r, const WireMessage& m, const std::string& error) {
+  void finish(PendingRecv r, const WireMessage& m, const Source& source, const std::string& error) {
+    if (error.empty()) {
+      (source.bytes != nullptr ? sharedReads : cmaReads).fetch_add(1, std::memory_order_relaxed);
+      (source.bytes != nullptr ? sharedBytes : cmaBytes)
+          .fetch_add(m.length, std::memory_order_relaxed);
+    }
     auto ack = ackFor(m);
     ack->status = error.empty() ? 0 : 1;
     acknowledge(std::move(ack), r, error);
@@ -414,6 +459,12 @@ std::shared_ptr<CopyChannelBase> MtCmaContext::makeChannel(
 
 std::shared_ptr<tensorpipe::channel::Context> createMtCmaChannel(size_t threads) {
   return std::make_shared<MtCmaContext>(threads);
+}
+
+MtCmaCounters mtCmaCounters() {
+  return MtCmaCounters{
+      sharedReads.load(std::memory_order_relaxed), sharedBytes.load(std::memory_order_relaxed),
+      cmaReads.load(std::memory_order_relaxed), cmaBytes.load(std::memory_order_relaxed)};
 }
 
 }  // namespace rpcjob::runtime::channels

@@ -1,0 +1,98 @@
+#pragma once
+// A peer's shared regions (shared_arena.h), mapped read-only in this process so
+// that rpcjob_cma's receiver copies from them with memcpy.
+//
+// The peer names a region in a control message: its pid, its token, the
+// region's id, the peer's fd number, and the range wanted. We open
+// /proc/<pid>/fd/<fd> (the kernel allows it under the same ptrace rules as
+// process_vm_readv: PTRACE_MODE_READ), then check what we opened, not what the
+// path named a moment before: /proc/self/fd/<ours> must read
+// "/memfd:rpcjob-<token>-<id> (deleted)", the file must be sealed against
+// shrinking (only memfds take seals; and a sealed file never loses the pages
+// our mapping reads, so no SIGBUS), and its size must cover the range. Then one
+// MAP_SHARED, PROT_READ, MAP_POPULATE mapping of the whole region, kept in a
+// cache keyed by (pid, token, id) and bounded in bytes (least recently used
+// unmapped first): the peer's arena reuses its regions, so the next transfer
+// from the same region maps nothing. Region ids are never reused, so a cached
+// mapping never stands for another region; the range is checked against the
+// mapping on every use.
+//
+// Trust: the same as process_vm_readv's. A peer that can send us this message
+// could already read our memory, and only names its own memory; the checks
+// keep a malformed or stale message from reading anything but the named
+// region, or crashing us.
+//
+// A mapping keeps the peer's pages alive after the peer freed the region, until
+// the cache drops it: RPCJOB_PEER_MAP_CACHE_MB (default 2048) bounds that.
+// Thread-safe.
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace rpcjob::runtime::host_memory {
+
+struct PeerRegion {
+  int64_t pid = 0;
+  uint64_t token = 0;
+  uint64_t id = 0;
+  int64_t fd = -1;  // the peer's descriptor number
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+// Whether the file we opened for `region` is that region: `link`, what
+// /proc/self/fd/<ours> reads; `seals`, F_GET_SEALS (-1: failed, not a memfd);
+// `fileSize`, fstat's. "" or why not. Pure.
+std::string checkPeerRegion(const PeerRegion& region, const std::string& link, int seals,
+                            uint64_t fileSize);
+
+// One read-only mapping of a peer's whole region; unmapped when the last
+// holder lets go (a copy in flight keeps it past the cache's eviction).
+class PeerMapping {
+ public:
+  PeerMapping(const char* base, size_t size) : base_(base), size_(size) {}
+  ~PeerMapping();
+  PeerMapping(const PeerMapping&) = delete;
+  PeerMapping& operator=(const PeerMapping&) = delete;
+  const char* base() const { return base_; }
+  size_t size() const { return size_; }
+
+ private:
+  const char* base_;
+  size_t size_;
+};
+
+class PeerMappings {
+ public:
+  // maxBytes: how much of peers' memory stays mapped between transfers.
+  explicit PeerMappings(size_t maxBytes);
+  // RPCJOB_PEER_MAP_CACHE_MB (default 2048).
+  static size_t maxBytesFromEnv();
+
+  // The mapping holding region.offset + [0, length): from the cache, or opened,
+  // checked and mapped now. Null with `error` set when the region cannot be
+  // mapped or is not what the message says.
+  std::shared_ptr<const PeerMapping> map(const PeerRegion& region, std::string& error);
+
+  size_t cachedBytes() const;
+
+ private:
+  struct Entry {
+    int64_t pid;
+    uint64_t token;
+    uint64_t id;
+    std::shared_ptr<const PeerMapping> mapping;
+  };
+  std::shared_ptr<const PeerMapping> open(const PeerRegion& region, std::string& error);
+
+  const size_t maxBytes_;
+  mutable std::mutex mu_;
+  std::list<Entry> entries_;  // most recently used first
+  size_t bytes_ = 0;
+};
+
+}  // namespace rpcjob::runtime::host_memory
