@@ -78,11 +78,16 @@ def main(argv):
     if walls:
         print("\nAs the tutorial prints it: the whole program per num_split (ours: `rpcjob run` launch to "
               "exit; PyTorch: mp.spawn to join), fresh processes on both sides\n")
-        print("| num_split | ours, launch to exit (s) | PyTorch, spawn to join (s) | speed-up |")
-        print("|---|---|---|---|")
+        print("| num_split | ours, launch to exit (s) | ours (images/s) | PyTorch, spawn to join (s) "
+              "| PyTorch (images/s) | speed-up |")
+        print("|---|---|---|---|---|---|")
         for n in sorted(walls):
             t = b.get(n)
-            cells = [str(n), f"{walls[n]:.3f}", f"{t['spawn_s']:.3f}" if t else "-",
+            # The images of a run: PyTorch's master time times its rate (batch x batches).
+            images = t["images_per_s"] * t["master_s"] if t else None
+            cells = [str(n), f"{walls[n]:.3f}", f"{images / walls[n]:.1f}" if t else "-",
+                     f"{t['spawn_s']:.3f}" if t else "-",
+                     f"{images / t['spawn_s']:.1f}" if t else "-",
                      f"{t['spawn_s'] / walls[n]:.2f}x" if t else "-"]
             print("| " + " | ".join(cells) + " |")
     for path in rest:
