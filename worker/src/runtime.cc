@@ -420,7 +420,7 @@ void RuntimeImpl::uncorkWrites(const std::shared_ptr<ServerPipe>& server) {
       return;
     }
   }
-  flushWrites(server->pipe, server->writes, std::move(held), nullptr, server);
+  flushWrites(server->pipe, server->writes, std::move(held), server);
 }
 
 std::string RuntimeImpl::dispatch(IncomingMessage& msg,
@@ -504,6 +504,8 @@ void RuntimeImpl::connectLocked(Peer& peer) {
   peer.writes = std::make_shared<WriteQueue>();
   peer.writes->busy = true;
   peer.writes->client = true;
+  peer.writes->onError = [this, rank = peer.info.rank, generation = peer.generation](
+                             const std::string& why) { failPeer(rank, generation, why); };
   wire::Header hello;
   hello.type = wire::MessageType::kHello;
   peer.writes->queued.push_back(makeRawMessage(hello, descriptorsBlob_));
@@ -533,10 +535,7 @@ void RuntimeImpl::startAdmitted(int rank, uint64_t generation,
     std::lock_guard<std::mutex> lock(writes->mu);
     first.swap(writes->queued);
   }
-  flushWrites(
-      pipe, *writes, std::move(first),
-      [this, rank, generation](const std::string& why) { failPeer(rank, generation, why); },
-      writes);
+  flushWrites(pipe, *writes, std::move(first), writes);
   readLoop(
       pipe,
       [this, rank, generation](IncomingMessage& msg) { onClientMessage(rank, generation, msg); },
@@ -547,7 +546,7 @@ void RuntimeImpl::startAdmitted(int rank, uint64_t generation,
 
 void RuntimeImpl::enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                                std::shared_ptr<OutgoingMessage> message,
-                               const WriteErrorFn& onError, std::shared_ptr<void> keepAlive) {
+                               std::shared_ptr<void> keepAlive) {
   {
     std::lock_guard<std::mutex> lock(writes.mu);
     if (writes.busy) {
@@ -556,14 +555,12 @@ void RuntimeImpl::enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wr
     }
     writes.busy = true;
   }
-  std::vector<std::shared_ptr<OutgoingMessage>> one;
-  one.push_back(std::move(message));
-  flushWrites(pipe, writes, std::move(one), onError, std::move(keepAlive));
+  writeUnit(pipe, writes, std::move(message), nullptr, std::move(keepAlive));
 }
 
 void RuntimeImpl::enqueueWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                                 std::vector<std::shared_ptr<OutgoingMessage>> messages,
-                                const WriteErrorFn& onError, std::shared_ptr<void> keepAlive) {
+                                std::shared_ptr<void> keepAlive) {
   if (messages.empty()) return;
   {
     std::lock_guard<std::mutex> lock(writes.mu);
@@ -573,12 +570,16 @@ void RuntimeImpl::enqueueWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, W
     }
     writes.busy = true;
   }
-  flushWrites(pipe, writes, std::move(messages), onError, std::move(keepAlive));
+  flushWrites(pipe, writes, std::move(messages), std::move(keepAlive));
 }
 
 void RuntimeImpl::flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                               std::vector<std::shared_ptr<OutgoingMessage>> messages,
-                              const WriteErrorFn& onError, std::shared_ptr<void> keepAlive) {
+                              std::shared_ptr<void> keepAlive) {
+  if (messages.size() == 1) {  // nothing to batch, nor to count
+    writeUnit(pipe, writes, std::move(messages[0]), nullptr, std::move(keepAlive));
+    return;
+  }
   // Runs of tensorless messages go as one kBatch message; the rest one by one,
   // all in order (TensorPipe keeps a pipe's writes in order).
   std::vector<std::shared_ptr<OutgoingMessage>> units;
@@ -613,27 +614,33 @@ void RuntimeImpl::flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wri
     units.push_back(std::move(batch));
     i = end;
   }
-  auto left = std::make_shared<std::atomic<size_t>>(units.size());
-  for (auto& unit : units) {
-    trace::point("pipe.write");
-    pipe->write(unit->toTensorpipe(), [this, unit, left, pipe, &writes, onError,
-                                       keepAlive](const tensorpipe::Error& error) {
-      trace::point("pipe.written");
-      if (error && onError) onError(error.what());
-      recordServed(*unit);
-      if (left->fetch_sub(1) != 1) return;
-      std::vector<std::shared_ptr<OutgoingMessage>> next;
-      {
-        std::lock_guard<std::mutex> lock(writes.mu);
-        if (writes.queued.empty()) {
-          writes.busy = false;
-          return;
-        }
-        next.swap(writes.queued);
-      }
-      flushWrites(pipe, writes, std::move(next), onError, keepAlive);
-    });
-  }
+  auto left = units.size() > 1 ? std::make_shared<std::atomic<size_t>>(units.size()) : WritesLeft();
+  for (auto& unit : units) writeUnit(pipe, writes, std::move(unit), left, keepAlive);
+}
+
+void RuntimeImpl::writeUnit(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
+                            std::shared_ptr<OutgoingMessage> unit, WritesLeft left,
+                            std::shared_ptr<void> keepAlive) {
+  trace::point("pipe.write");
+  tensorpipe::Message message = unit->toTensorpipe();  // before `unit` moves below
+  pipe->write(std::move(message),
+              [this, unit = std::move(unit), left = std::move(left), pipe, &writes,
+               keepAlive = std::move(keepAlive)](const tensorpipe::Error& error) {
+                trace::point("pipe.written");
+                if (error && writes.onError) writes.onError(error.what());
+                recordServed(*unit);
+                if (left && left->fetch_sub(1) != 1) return;
+                std::vector<std::shared_ptr<OutgoingMessage>> next;
+                {
+                  std::lock_guard<std::mutex> lock(writes.mu);
+                  if (writes.queued.empty()) {
+                    writes.busy = false;
+                    return;
+                  }
+                  next.swap(writes.queued);
+                }
+                flushWrites(pipe, writes, std::move(next), keepAlive);
+              });
 }
 
 void RuntimeImpl::recordServed(const OutgoingMessage& message) {

@@ -54,6 +54,7 @@ struct OutgoingMessage {
   // that a single response allocates nothing for it).
   std::optional<ServedCall> served;
   std::vector<ServedCall> servedInBatch;
+  // Once per message: the header moves into the TensorPipe message.
   tensorpipe::Message toTensorpipe();
 };
 
