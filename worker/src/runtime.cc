@@ -728,16 +728,9 @@ void RuntimeImpl::failPeer(int rank, uint64_t generation, const std::string& why
   {
     std::lock_guard<std::mutex> lock(pendingMu_);
     failedPipes_[rank] = {generation, why};  // calls registered from now on fail at once
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->second.peer == rank && it->second.generation == generation) {
-        deadlines_.erase({it->second.deadline, it->first});
-        failed.push_back(std::move(it->second));
-        it = pending_.erase(it);
-        unanswered_[rank]--;
-      } else {
-        ++it;
-      }
-    }
+    failed = pending_.takeIf(
+        [&](const Pending& p) { return p.peer == rank && p.generation == generation; });
+    unanswered_[rank] -= static_cast<int>(failed.size());
   }
   pendingCv_.notify_all();
   failPending(std::move(failed), std::make_exception_ptr(connectionError(peer.info.name, why)));

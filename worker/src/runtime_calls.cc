@@ -131,11 +131,10 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
           RpcError(ErrorCode::kConnection, peerName,
                    "connection to worker '" + peerName + "' failed: " + failedPipes_[to].why));
     } else {
-      if (pending.deadline != Clock::time_point::max()) {
-        deadlines_.insert({pending.deadline, id});
-        wakeTimeouts = pending.deadline < timeoutWake_;
-      }
-      pending_.emplace(id, std::move(pending));
+      wakeTimeouts =
+          pending.deadline != Clock::time_point::max() && pending.deadline < timeoutWake_;
+      const Clock::time_point deadline = pending.deadline;
+      pending_.insert(id, deadline, std::move(pending));
       alone = unanswered_[to]++ == 0;
     }
   }
@@ -156,12 +155,9 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
 
 std::optional<RuntimeImpl::Pending> RuntimeImpl::takePending(uint64_t id) {
   std::lock_guard<std::mutex> lock(pendingMu_);
-  auto it = pending_.find(id);
-  if (it == pending_.end()) return std::nullopt;  // timed out or failed already
-  Pending pending = std::move(it->second);
-  if (pending.deadline != Clock::time_point::max()) deadlines_.erase({pending.deadline, id});
-  pending_.erase(it);
-  unanswered_[pending.peer]--;
+  std::optional<Pending> pending = pending_.take(id);
+  if (!pending) return std::nullopt;  // timed out or failed already
+  unanswered_[pending->peer]--;
   // Only a graceful shutdown waits for pending_ to drain (ShutdownCoordinator::run
   // sets closing_ first): anyone else would wake the timeout thread for nothing.
   if (pending_.empty() && closing_.load()) pendingCv_.notify_all();
@@ -232,21 +228,16 @@ void RuntimeImpl::timeoutLoop() {
       lock.lock();
       continue;
     }
-    if (deadlines_.empty() || now < deadlines_.begin()->first) {
-      auto next = now + kTimeoutTick;
-      if (!deadlines_.empty()) next = std::min(next, deadlines_.begin()->first);
+    std::optional<Pending> expired = pending_.takeExpired(now);
+    if (!expired) {
+      auto next = std::min(now + kTimeoutTick, pending_.nextDeadline());
       if (!closes_.empty()) next = std::min(next, closes_.begin()->first);
       timeoutWake_ = next;
       pendingCv_.wait_until(lock, next);
       timeoutWake_ = Clock::time_point::min();
       continue;
     }
-    auto first = *deadlines_.begin();
-    deadlines_.erase(deadlines_.begin());
-    auto it = pending_.find(first.second);
-    if (it == pending_.end()) continue;
-    Pending pending = std::move(it->second);
-    pending_.erase(it);
+    Pending pending = std::move(*expired);
     unanswered_[pending.peer]--;
     lock.unlock();
     const std::string& peerName = workers_[pending.peer].name;

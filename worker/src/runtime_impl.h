@@ -24,6 +24,7 @@
 #include "auth/pipe_gate.h"
 #include "future_state.h"
 #include "header_codec.h"
+#include "pending_calls.h"
 #include "rpcjob/runtime/runtime.h"
 #include "rref_context.h"
 #include "serialization.h"
@@ -324,8 +325,7 @@ class RuntimeImpl {
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank
 
   std::mutex pendingMu_;
-  std::unordered_map<uint64_t, Pending> pending_;
-  std::set<std::pair<Clock::time_point, uint64_t>> deadlines_;
+  PendingCalls<Pending> pending_;  // with their deadlines
   // Server pipes that refused a message, kept open (a pipe closes when its last
   // reference goes) until then for the caller to read the answer (refuse());
   // the timeout thread closes them.
