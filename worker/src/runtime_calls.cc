@@ -74,6 +74,7 @@ Future RuntimeImpl::rpcAsync(const std::string& to, const std::string& function,
 
 Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* value,
                                 CallOptions options, [[maybe_unused]] bool inverseDeviceMap) {
+  trace::point("call.pack");  // to call.send: the request's future and message are made
   auto state = detail::newFutureState(pool_);
   Future future(state);
   const std::string& peerName = workers_[to].name;
