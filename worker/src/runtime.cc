@@ -351,56 +351,66 @@ void RuntimeImpl::serveAdmitted(std::shared_ptr<tensorpipe::Pipe> pipe) {
 void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
                            std::function<void(IncomingMessage&)> onMessage, ReadErrorFn onError,
                            std::shared_ptr<ServerPipe> server) {
-  pipe->readDescriptor([this, pipe, onMessage = std::move(onMessage), onError = std::move(onError),
-                        server = std::move(server)](const tensorpipe::Error& error,
-                                                    tensorpipe::Descriptor descriptor) mutable {
-    trace::point("pipe.descriptor");
-    if (error) {
-      onError(error.what(), nullptr);
-      return;
-    }
-    auto msg = std::make_shared<IncomingMessage>();
-    tensorpipe::Allocation allocation;
-    std::string bad;
-    try {
-      bad = prepareRead(descriptor, *msg, allocation, maxMessageBytes_);
-    } catch (const c10::Error& e) {  // out of (device) memory for what the peer announced
-      bad = std::string("cannot allocate the incoming message: ") + e.what_without_backtrace();
-    } catch (const std::exception& e) {
-      bad = std::string("cannot allocate the incoming message: ") + e.what();
-    }
-    if (!bad.empty()) {
-      // A peer that sends what we cannot parse is broken or hostile: drop the pipe
-      // (its pending calls fail) rather than guess where the next message starts.
-      std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
-                << pipe->getRemoteName() << "': " << bad << "\n";
-      wire::Header header;
-      const bool decoded =
-          wire::decodeHeader(descriptor.metadata.data(), descriptor.metadata.size(), header)
-              .empty();
-      onError(bad, decoded ? &header : nullptr);
-      return;
-    }
-    pipe->read(std::move(allocation),
-               [this, pipe, msg, onMessage = std::move(onMessage), onError = std::move(onError),
-                server = std::move(server)](const tensorpipe::Error& error) mutable {
-                 trace::point("pipe.read", msg->header.id);
-                 if (error) {
-                   onError(error.what(), nullptr);
-                   return;
-                 }
-                 const bool corked = server != nullptr && corkWrites(*server);
-                 std::string bad = dispatch(*msg, onMessage);
-                 if (corked) uncorkWrites(server);
-                 if (!bad.empty()) {
-                   std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
-                             << pipe->getRemoteName() << "': " << bad << "\n";
-                   onError(bad, nullptr);
-                   return;
-                 }
-                 readLoop(pipe, std::move(onMessage), std::move(onError), std::move(server));
-               });
-  });
+  auto reader = std::make_shared<PipeReader>();
+  reader->pipe = std::move(pipe);
+  reader->onMessage = std::move(onMessage);
+  reader->onError = std::move(onError);
+  reader->server = std::move(server);
+  readNext(std::move(reader));
+}
+
+void RuntimeImpl::readNext(std::shared_ptr<PipeReader> reader) {
+  tensorpipe::Pipe& pipe = *reader->pipe;
+  pipe.readDescriptor(
+      [this, reader](const tensorpipe::Error& error, tensorpipe::Descriptor descriptor) mutable {
+        trace::point("pipe.descriptor");
+        if (error) {
+          reader->onError(error.what(), nullptr);
+          return;
+        }
+        IncomingMessage& msg = reader->msg;
+        msg.clear();
+        tensorpipe::Allocation allocation;
+        std::string bad;
+        try {
+          bad = prepareRead(descriptor, msg, allocation, maxMessageBytes_);
+        } catch (const c10::Error& e) {  // out of (device) memory for what the peer announced
+          bad = std::string("cannot allocate the incoming message: ") + e.what_without_backtrace();
+        } catch (const std::exception& e) {
+          bad = std::string("cannot allocate the incoming message: ") + e.what();
+        }
+        if (!bad.empty()) {
+          // A peer that sends what we cannot parse is broken or hostile: drop the pipe
+          // (its pending calls fail) rather than guess where the next message starts.
+          std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
+                    << reader->pipe->getRemoteName() << "': " << bad << "\n";
+          wire::Header header;
+          const bool decoded =
+              wire::decodeHeader(descriptor.metadata.data(), descriptor.metadata.size(), header)
+                  .empty();
+          reader->onError(bad, decoded ? &header : nullptr);
+          return;
+        }
+        reader->pipe->read(
+            std::move(allocation), [this, reader](const tensorpipe::Error& error) mutable {
+              IncomingMessage& msg = reader->msg;
+              trace::point("pipe.read", msg.header.id);
+              if (error) {
+                reader->onError(error.what(), nullptr);
+                return;
+              }
+              const bool corked = reader->server != nullptr && corkWrites(*reader->server);
+              std::string bad = dispatch(msg, reader->onMessage);
+              if (corked) uncorkWrites(reader->server);
+              if (!bad.empty()) {
+                std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
+                          << reader->pipe->getRemoteName() << "': " << bad << "\n";
+                reader->onError(bad, nullptr);
+                return;
+              }
+              readNext(std::move(reader));
+            });
+      });
 }
 
 bool RuntimeImpl::corkWrites(ServerPipe& server) {
@@ -444,8 +454,9 @@ std::string RuntimeImpl::dispatchBatch(IncomingMessage& batch,
   std::string bad = wire::decodeBatch(batch.payload.data(), batch.payload.size(), entries);
   if (!bad.empty()) return "bad batch: " + bad;
   if (!batch.tensors.empty()) return "a batch with tensors";
+  IncomingMessage sub;  // reused: its payload's capacity serves the next entry
   for (const auto& e : entries) {
-    IncomingMessage sub;
+    sub.clear();
     sub.arrived = batch.arrived;
     bad = wire::decodeHeader(batch.payload.data() + e.headerOffset, e.headerLength, sub.header);
     if (!bad.empty()) return "bad header in a batch: " + bad;
@@ -605,6 +616,7 @@ void RuntimeImpl::flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wri
     }
     batch->payload.reserve(bytes);
     wire::appendBatchCount(batch->payload, static_cast<uint32_t>(end - i));
+    if (options_.observer) batch->servedInBatch.reserve(end - i);
     for (size_t j = i; j < end; ++j) {
       auto& m = *messages[j];
       wire::appendBatchEntry(batch->payload, m.header, m.payload.data(),

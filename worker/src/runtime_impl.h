@@ -196,6 +196,18 @@ class RuntimeImpl {
   void readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
                 std::function<void(IncomingMessage&)> onMessage, ReadErrorFn onError,
                 std::shared_ptr<ServerPipe> server = nullptr);
+  // One pipe's read loop: what every read's callbacks need, made once per pipe
+  // instead of moved into two fresh closures per message, and one message read
+  // into again and again (its buffers' capacity kept). A pipe reads one message
+  // at a time, and nothing keeps a reference to it past its dispatch.
+  struct PipeReader {
+    std::shared_ptr<tensorpipe::Pipe> pipe;
+    std::function<void(IncomingMessage&)> onMessage;
+    ReadErrorFn onError;
+    std::shared_ptr<ServerPipe> server;
+    IncomingMessage msg;
+  };
+  void readNext(std::shared_ptr<PipeReader> reader);
   // Holds `server`'s writes (true), unless a write is in flight anyway; then
   // writes what was queued meanwhile, as one batch where it can.
   bool corkWrites(ServerPipe& server);

@@ -218,6 +218,23 @@ at::Tensor largeReceiveTensor(const std::vector<int64_t>& sizes, c10::ScalarType
 
 }  // namespace
 
+void IncomingMessage::clear() {
+  header = wire::Header();
+  // A large payload's buffer is let go: kept, one per pipe, it would hold that
+  // memory for as long as the pipe lives.
+  constexpr size_t kKeptPayload = 64 * 1024;
+  if (payload.capacity() > kKeptPayload) {
+    std::vector<char>().swap(payload);
+  } else {
+    payload.clear();
+  }
+  tensors.clear();
+  streams.clear();
+  moveTo.clear();
+  events.clear();
+  arrived = nullptr;
+}
+
 tensorpipe::Message OutgoingMessage::toTensorpipe() {
   tensorpipe::Message m;
   // Moved, not copied: the header is written once (its capacity has room for an

@@ -81,6 +81,9 @@ struct IncomingMessage {
   // read from a pipe; the calls of a batch share it). Set while the message is
   // dispatched, on the read callback's thread; null elsewhere.
   const EventTime* arrived = nullptr;
+  // Empty again, buffers' capacity kept: a pipe reads each message into the
+  // same one (RuntimeImpl::PipeReader).
+  void clear();
 };
 
 // Checks the descriptor (header, sizes, tensor metadata, and the total against
