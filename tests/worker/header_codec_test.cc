@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace rpcjob::wire {
 namespace {
 
@@ -28,6 +31,28 @@ TEST(HeaderCodec, RoundTripsEveryField) {
   EXPECT_TRUE(out.hasRRef);
   EXPECT_EQ(out.rref, h.rref);
   EXPECT_EQ(out.fork, h.fork);
+}
+
+// encodeHeader allocates once, for encodedHeaderSize() bytes plus the spare:
+// a size that undercounts would reallocate, one that overcounts waste.
+TEST(HeaderCodec, EncodedSizeIsExactAndSpareIsReserved) {
+  std::vector<Header> headers(5);
+  headers[1].function = std::string(kMaxFunctionName + 10, 'f');  // cut to the maximum
+  headers[2].error = "a remote exception's message";
+  headers[3].hasRRef = true;
+  headers[4].hasAutograd = true;
+  headers[4].requiresGrad = {true, false, true, true, false, false, true, false, true};
+  for (const Header& h : headers) {
+    const std::string bytes = encodeHeader(h, 100);
+    EXPECT_EQ(bytes.size(), encodedHeaderSize(h));
+    EXPECT_GE(bytes.capacity(), bytes.size() + 100);
+    Header out;
+    EXPECT_EQ(decodeHeader(bytes.data(), bytes.size(), out), "");
+  }
+  std::string withPayload = encodeHeader(headers[2], 4 + 3);
+  const char* before = withPayload.data();
+  appendInlinePayload(withPayload, "abc", 3);
+  EXPECT_EQ(withPayload.data(), before);  // appended in place
 }
 
 TEST(HeaderCodec, EveryTruncationIsAnError) {

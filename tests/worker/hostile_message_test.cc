@@ -19,6 +19,7 @@
 
 #include <tensorpipe/tensorpipe.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -545,6 +546,79 @@ TEST_F(HostileMessageTest, AutogradFlagsThatDoNotMatchTheValueAreABadRequest) {
   EXPECT_EQ(ok.answer->type, wire::MessageType::kResponse) << ok.answer->error;
   EXPECT_TRUE(ok.answer->hasAutograd);  // the answer requires grad too: it records a send
   EXPECT_EQ(ok.answer->requiresGrad, std::vector<bool>{true});
+  EXPECT_TRUE(workerStillAnswers());
+}
+
+// A worker reads every message of a pipe into the same buffers
+// (RuntimeImpl::PipeReader): a message without a payload that follows one with
+// a payload must not be read as carrying the earlier one. "identity" with
+// arguments, then "identity" with no payload at all, on one pipe: the second is
+// a bad request (its arguments are not a tuple), not an echo of the first's.
+TEST_F(HostileMessageTest, AMessageWithoutAPayloadIsNotReadAsThePreviousOnes) {
+  namespace rpcjob_tp = tensorpipe;
+  auto call = [](uint64_t id, bool withArguments) {
+    wire::Header header;
+    header.type = wire::MessageType::kCall;
+    header.id = id;
+    header.function = "identity";
+    rpcjob_tp::Message m;
+    m.metadata = wire::encodeHeader(header);
+    if (withArguments) {
+      std::vector<char> args;
+      wire::FastEncoder encoder(args);
+      encoder.tuple(1);
+      encoder.integer(5);
+      wire::appendInlinePayload(m.metadata, args.data(), args.size());
+    }
+    return m;
+  };
+  auto pipe = context_->connect("uv://127.0.0.1:" + std::to_string(cluster_->port(1)),
+                                rpcjob_tp::PipeOptions().remoteName("w1"));
+  auto answers = std::make_shared<std::promise<std::vector<wire::Header>>>();
+  auto done = answers->get_future();
+  auto got = std::make_shared<std::vector<wire::Header>>();
+  // Reads answers until two arrived or the pipe fails (then fewer are reported).
+  auto readAnswer = std::make_shared<std::function<void()>>();
+  *readAnswer = [pipe, got, answers, readAnswer] {
+    pipe->readDescriptor([=](const rpcjob_tp::Error& error, rpcjob_tp::Descriptor d) {
+      if (error) return answers->set_value(*got);
+      wire::Header h;
+      if (!wire::decodeHeader(d.metadata.data(), d.metadata.size(), h).empty()) {
+        return answers->set_value(*got);
+      }
+      auto buffers = std::make_shared<std::vector<std::vector<char>>>();
+      rpcjob_tp::Allocation allocation;
+      for (const auto& p : d.payloads) {
+        buffers->emplace_back(p.length);
+        allocation.payloads.push_back({buffers->back().data()});
+      }
+      pipe->read(std::move(allocation), [=](const rpcjob_tp::Error& error) {
+        got->push_back(h);
+        if (error || got->size() == 2) {
+          answers->set_value(*got);
+          *readAnswer = nullptr;  // the cycle through the closure ends here
+          return;
+        }
+        (*readAnswer)();
+      });
+    });
+  };
+  (*readAnswer)();
+  pipe->write(call(1, true), [](const rpcjob_tp::Error&) {});
+  pipe->write(call(2, false), [](const rpcjob_tp::Error&) {});
+  ASSERT_EQ(done.wait_for(kBound), std::future_status::ready) << "no answers";
+  std::vector<wire::Header> received = done.get();
+  pipe->close();
+  ASSERT_EQ(received.size(), 2u);
+  // "identity" runs on the pool, the refusal on the read thread: either may be first.
+  std::sort(received.begin(), received.end(),
+            [](const wire::Header& a, const wire::Header& b) { return a.id < b.id; });
+  EXPECT_EQ(received[0].id, 1u);
+  EXPECT_EQ(received[0].type, wire::MessageType::kResponse) << received[0].error;
+  EXPECT_EQ(received[1].id, 2u);
+  EXPECT_EQ(received[1].type, wire::MessageType::kError);
+  EXPECT_EQ(received[1].errorKind, wire::ErrorKind::kBadRequest);
+  EXPECT_NE(received[1].error.find("not a tuple"), std::string::npos) << received[1].error;
   EXPECT_TRUE(workerStillAnswers());
 }
 

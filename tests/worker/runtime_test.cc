@@ -7,6 +7,10 @@
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include "cluster.h"
 
 namespace rpcjob::testing {
@@ -151,6 +155,52 @@ TEST_F(RuntimeTest, ShortTimeoutsBehindLongOnesStillFire) {
   EXPECT_EQ(codeOf([&] { rt().rpcSync("w2", "sleep_ms", {int64_t{1500}}, tick); }),
             ErrorCode::kTimeout);
   EXPECT_FALSE(slow.hasError()) << slow.errorMessage();
+}
+
+// The pending-call table under concurrency (worker/src/pending_calls.h): four
+// threads keep thousands of calls in flight at once, a third of them with a
+// 1 ms timeout that many miss (their answers then arrive for calls already
+// gone), a third with no deadline at all. Every call completes exactly as it
+// should: its own value, or a timeout for those that had one; none hangs.
+TEST_F(RuntimeTest, ConcurrentCallsAndTimeoutsEachCompleteOnce) {
+  constexpr int kThreads = 4;
+  constexpr int64_t kCalls = 3000;
+  std::atomic<int> timedOut{0}, answered{0}, wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<runtime::Future> futures;
+      std::vector<int> kinds;  // 0: default timeout, 1: 1 ms, 2: none
+      for (int64_t i = 0; i < kCalls; ++i) {
+        const int kind = static_cast<int>(i % 3);
+        runtime::CallOptions options;
+        if (kind == 1) options.timeout = std::chrono::milliseconds(1);
+        if (kind == 2) options.timeout = std::chrono::milliseconds(-1);
+        futures.push_back(rt().rpcAsync("w1", "identity", {int64_t{t * kCalls + i}}, options));
+        kinds.push_back(kind);
+      }
+      for (int64_t i = 0; i < kCalls; ++i) {
+        if (!futures[i].waitFor(std::chrono::seconds(60))) {
+          ++wrong;  // hung
+          continue;
+        }
+        if (!futures[i].hasError() && futures[i].value().toInt() == t * kCalls + i) {
+          ++answered;
+        } else if (kinds[i] == 1 && futures[i].hasError() &&
+                   codeOf([&] { futures[i].value(); }) == ErrorCode::kTimeout) {
+          ++timedOut;
+        } else {
+          ++wrong;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(answered.load() + timedOut.load(), kThreads * kCalls);
+  EXPECT_GE(answered.load(), kThreads * kCalls * 2 / 3);  // all without a 1 ms timeout
+  EXPECT_GT(timedOut.load(), 0) << "no call missed 1 ms with 12000 in flight";
+  EXPECT_EQ(echo(int64_t{42}).toInt(), 42);  // and the runtime goes on
 }
 
 TEST_F(RuntimeTest, AsyncCallsThenAndNestedCalls) {

@@ -42,13 +42,12 @@ void flushCallBatch() {
 
 bool RuntimeImpl::holdRequest(const std::shared_ptr<tensorpipe::Pipe>& pipe,
                               const std::shared_ptr<WriteQueue>& writes,
-                              std::shared_ptr<OutgoingMessage>& message,
-                              const WriteErrorFn& onError) {
+                              std::shared_ptr<OutgoingMessage>& message) {
   if (tOpen == nullptr || tOpen->runtime != this) return false;
   auto it = std::find_if(tOpen->held.begin(), tOpen->held.end(),
                          [&](const HeldPipe& h) { return h.pipe == pipe; });
   if (it == tOpen->held.end()) {
-    tOpen->held.push_back(HeldPipe{pipe, writes, onError, {}});
+    tOpen->held.push_back(HeldPipe{pipe, writes, {}});
     it = tOpen->held.end() - 1;
   }
   it->messages.push_back(std::move(message));
@@ -63,7 +62,7 @@ bool RuntimeImpl::holdRequest(const std::shared_ptr<tensorpipe::Pipe>& pipe,
 
 void RuntimeImpl::writeHeld(HeldRequests held) {
   for (auto& h : held) {
-    enqueueWrites(h.pipe, *h.writes, std::move(h.messages), h.onError, h.writes);
+    enqueueWrites(h.pipe, *h.writes, std::move(h.messages), h.writes);
   }
 }
 

@@ -76,12 +76,17 @@ void Future::wait() const {
   detail::flushCallBatch();  // the awaited call may be among those held
   // A short spin first: a small call's answer often lands within microseconds,
   // and sleeping on the condition variable costs a futex wake-up on each side.
-  for (int i = 0; i < 64 && !isDone(); ++i) std::this_thread::yield();
   if (!isDone()) {
-    trace::point("future.sleep");
-    std::unique_lock<std::mutex> lock(state_->mu);
-    state_->cv.wait(lock, [&] { return state_->done.load(std::memory_order_acquire); });
-    trace::point("future.woke");
+    for (int i = 0; i < 64 && !isDone(); ++i) std::this_thread::yield();
+    if (!isDone()) {
+      trace::point("future.sleep");
+      std::unique_lock<std::mutex> lock(state_->mu);
+      state_->cv.wait(lock, [&] { return state_->done.load(std::memory_order_acquire); });
+      trace::point("future.woke");
+    }
+    // The waiter saw the completion: from call.complete to here is its
+    // notice (a spinning caller's, or a wake-up's).
+    trace::point("future.seen");
   }
   if (!state_->events.empty()) {
     for (auto& event : state_->events) event->synchronize();

@@ -1,5 +1,7 @@
 #include "header_codec.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace rpcjob::wire {
@@ -7,6 +9,7 @@ namespace {
 
 class Writer {
  public:
+  explicit Writer(size_t capacity) { out_.reserve(capacity); }
   void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
   template <typename T>
   void fixed(T v) {
@@ -14,13 +17,16 @@ class Writer {
     std::memcpy(bytes, &v, sizeof(T));  // little-endian hosts only (x86_64, aarch64)
     out_.append(bytes, sizeof(T));
   }
-  void str16(const std::string& s) {
-    fixed<uint16_t>(static_cast<uint16_t>(s.size()));
-    out_.append(s);
+  // At most `max` bytes of `s` (longer ones are cut, not rejected).
+  void str16(const std::string& s, size_t max = SIZE_MAX) {
+    const size_t n = std::min(s.size(), max);
+    fixed<uint16_t>(static_cast<uint16_t>(n));
+    out_.append(s.data(), n);
   }
-  void str32(const std::string& s) {
-    fixed<uint32_t>(static_cast<uint32_t>(s.size()));
-    out_.append(s);
+  void str32(const std::string& s, size_t max = SIZE_MAX) {
+    const size_t n = std::min(s.size(), max);
+    fixed<uint32_t>(static_cast<uint32_t>(n));
+    out_.append(s.data(), n);
   }
   std::string take() { return std::move(out_); }
 
@@ -88,8 +94,18 @@ void writeId(Writer& w, const GloballyUniqueId& id) {
 
 }  // namespace
 
-std::string encodeHeader(const Header& h) {
-  Writer w;
+size_t encodedHeaderSize(const Header& h) {
+  size_t size = 6 + 8 + 4 + 2 + std::min(h.function.size(), kMaxFunctionName) + 4 +
+                std::min(h.error.size(), kMaxErrorLength);
+  if (h.hasRRef) size += 2 * (4 + 8);
+  if (h.hasAutograd) size += 8 + 8 + 4 + (h.requiresGrad.size() + 7) / 8;
+  return size;
+}
+
+std::string encodeHeader(const Header& h, size_t spare) {
+  // One allocation: the exact size, plus what the caller appends (an inline
+  // payload), instead of the string's doublings as the fields go in.
+  Writer w(encodedHeaderSize(h) + spare);
   w.u8('R');
   w.u8('J');
   w.u8(kVersion);
@@ -98,9 +114,8 @@ std::string encodeHeader(const Header& h) {
   w.u8((h.hasRRef ? kHasRRef : 0) | (h.hasAutograd ? kHasAutograd : 0));
   w.fixed<uint64_t>(h.id);
   w.fixed<uint32_t>(h.timeoutMs);
-  w.str16(h.function.size() > kMaxFunctionName ? h.function.substr(0, kMaxFunctionName)
-                                               : h.function);
-  w.str32(h.error.size() > kMaxErrorLength ? h.error.substr(0, kMaxErrorLength) : h.error);
+  w.str16(h.function, kMaxFunctionName);
+  w.str32(h.error, kMaxErrorLength);
   if (h.hasRRef) {
     writeId(w, h.rref);
     writeId(w, h.fork);
@@ -203,7 +218,7 @@ int64_t numElements(const std::vector<int64_t>& sizes) {
 }
 
 std::string encodeTensorMeta(const TensorMeta& m) {
-  Writer w;
+  Writer w(0);
   w.u8(kVersion);
   w.fixed<int8_t>(m.dtype);
   w.fixed<int8_t>(m.deviceType);
@@ -233,7 +248,7 @@ std::string decodeTensorMeta(const char* data, size_t size, TensorMeta& out) {
 }
 
 std::string encodeChannelDescriptors(const ChannelDescriptors& descriptors) {
-  Writer w;
+  Writer w(0);
   w.u8(kVersion);
   w.fixed<uint16_t>(static_cast<uint16_t>(descriptors.size()));
   for (const auto& [channel, devices] : descriptors) {

@@ -107,7 +107,11 @@ struct Header {
   size_t payloadLength = 0;
 };
 
-std::string encodeHeader(const Header& header);
+// `spare`: capacity reserved beyond the header, for an inline payload that
+// appendInlinePayload() adds later without reallocating.
+std::string encodeHeader(const Header& header, size_t spare = 0);
+// What encodeHeader() writes, in bytes.
+size_t encodedHeaderSize(const Header& header);
 // Returns an empty string on success, else what is wrong.
 std::string decodeHeader(const char* data, size_t size, Header& out);
 // Appends `size` (at most kMaxInlinePayload) bytes of payload to an encoded

@@ -351,56 +351,66 @@ void RuntimeImpl::serveAdmitted(std::shared_ptr<tensorpipe::Pipe> pipe) {
 void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
                            std::function<void(IncomingMessage&)> onMessage, ReadErrorFn onError,
                            std::shared_ptr<ServerPipe> server) {
-  pipe->readDescriptor([this, pipe, onMessage = std::move(onMessage), onError = std::move(onError),
-                        server = std::move(server)](const tensorpipe::Error& error,
-                                                    tensorpipe::Descriptor descriptor) mutable {
-    trace::point("pipe.descriptor");
-    if (error) {
-      onError(error.what(), nullptr);
-      return;
-    }
-    auto msg = std::make_shared<IncomingMessage>();
-    tensorpipe::Allocation allocation;
-    std::string bad;
-    try {
-      bad = prepareRead(descriptor, *msg, allocation, maxMessageBytes_);
-    } catch (const c10::Error& e) {  // out of (device) memory for what the peer announced
-      bad = std::string("cannot allocate the incoming message: ") + e.what_without_backtrace();
-    } catch (const std::exception& e) {
-      bad = std::string("cannot allocate the incoming message: ") + e.what();
-    }
-    if (!bad.empty()) {
-      // A peer that sends what we cannot parse is broken or hostile: drop the pipe
-      // (its pending calls fail) rather than guess where the next message starts.
-      std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
-                << pipe->getRemoteName() << "': " << bad << "\n";
-      wire::Header header;
-      const bool decoded =
-          wire::decodeHeader(descriptor.metadata.data(), descriptor.metadata.size(), header)
-              .empty();
-      onError(bad, decoded ? &header : nullptr);
-      return;
-    }
-    pipe->read(std::move(allocation),
-               [this, pipe, msg, onMessage = std::move(onMessage), onError = std::move(onError),
-                server = std::move(server)](const tensorpipe::Error& error) mutable {
-                 trace::point("pipe.read", msg->header.id);
-                 if (error) {
-                   onError(error.what(), nullptr);
-                   return;
-                 }
-                 const bool corked = server != nullptr && corkWrites(*server);
-                 std::string bad = dispatch(*msg, onMessage);
-                 if (corked) uncorkWrites(server);
-                 if (!bad.empty()) {
-                   std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
-                             << pipe->getRemoteName() << "': " << bad << "\n";
-                   onError(bad, nullptr);
-                   return;
-                 }
-                 readLoop(pipe, std::move(onMessage), std::move(onError), std::move(server));
-               });
-  });
+  auto reader = std::make_shared<PipeReader>();
+  reader->pipe = std::move(pipe);
+  reader->onMessage = std::move(onMessage);
+  reader->onError = std::move(onError);
+  reader->server = std::move(server);
+  readNext(std::move(reader));
+}
+
+void RuntimeImpl::readNext(std::shared_ptr<PipeReader> reader) {
+  tensorpipe::Pipe& pipe = *reader->pipe;
+  pipe.readDescriptor(
+      [this, reader](const tensorpipe::Error& error, tensorpipe::Descriptor descriptor) mutable {
+        trace::point("pipe.descriptor");
+        if (error) {
+          reader->onError(error.what(), nullptr);
+          return;
+        }
+        IncomingMessage& msg = reader->msg;
+        msg.clear();
+        tensorpipe::Allocation allocation;
+        std::string bad;
+        try {
+          bad = prepareRead(descriptor, msg, allocation, maxMessageBytes_);
+        } catch (const c10::Error& e) {  // out of (device) memory for what the peer announced
+          bad = std::string("cannot allocate the incoming message: ") + e.what_without_backtrace();
+        } catch (const std::exception& e) {
+          bad = std::string("cannot allocate the incoming message: ") + e.what();
+        }
+        if (!bad.empty()) {
+          // A peer that sends what we cannot parse is broken or hostile: drop the pipe
+          // (its pending calls fail) rather than guess where the next message starts.
+          std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
+                    << reader->pipe->getRemoteName() << "': " << bad << "\n";
+          wire::Header header;
+          const bool decoded =
+              wire::decodeHeader(descriptor.metadata.data(), descriptor.metadata.size(), header)
+                  .empty();
+          reader->onError(bad, decoded ? &header : nullptr);
+          return;
+        }
+        reader->pipe->read(
+            std::move(allocation), [this, reader](const tensorpipe::Error& error) mutable {
+              IncomingMessage& msg = reader->msg;
+              trace::point("pipe.read", msg.header.id);
+              if (error) {
+                reader->onError(error.what(), nullptr);
+                return;
+              }
+              const bool corked = reader->server != nullptr && corkWrites(*reader->server);
+              std::string bad = dispatch(msg, reader->onMessage);
+              if (corked) uncorkWrites(reader->server);
+              if (!bad.empty()) {
+                std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
+                          << reader->pipe->getRemoteName() << "': " << bad << "\n";
+                reader->onError(bad, nullptr);
+                return;
+              }
+              readNext(std::move(reader));
+            });
+      });
 }
 
 bool RuntimeImpl::corkWrites(ServerPipe& server) {
@@ -420,7 +430,7 @@ void RuntimeImpl::uncorkWrites(const std::shared_ptr<ServerPipe>& server) {
       return;
     }
   }
-  flushWrites(server->pipe, server->writes, std::move(held), nullptr, server);
+  flushWrites(server->pipe, server->writes, std::move(held), server);
 }
 
 std::string RuntimeImpl::dispatch(IncomingMessage& msg,
@@ -444,8 +454,9 @@ std::string RuntimeImpl::dispatchBatch(IncomingMessage& batch,
   std::string bad = wire::decodeBatch(batch.payload.data(), batch.payload.size(), entries);
   if (!bad.empty()) return "bad batch: " + bad;
   if (!batch.tensors.empty()) return "a batch with tensors";
+  IncomingMessage sub;  // reused: its payload's capacity serves the next entry
   for (const auto& e : entries) {
-    IncomingMessage sub;
+    sub.clear();
     sub.arrived = batch.arrived;
     bad = wire::decodeHeader(batch.payload.data() + e.headerOffset, e.headerLength, sub.header);
     if (!bad.empty()) return "bad header in a batch: " + bad;
@@ -504,6 +515,8 @@ void RuntimeImpl::connectLocked(Peer& peer) {
   peer.writes = std::make_shared<WriteQueue>();
   peer.writes->busy = true;
   peer.writes->client = true;
+  peer.writes->onError = [this, rank = peer.info.rank, generation = peer.generation](
+                             const std::string& why) { failPeer(rank, generation, why); };
   wire::Header hello;
   hello.type = wire::MessageType::kHello;
   peer.writes->queued.push_back(makeRawMessage(hello, descriptorsBlob_));
@@ -533,10 +546,7 @@ void RuntimeImpl::startAdmitted(int rank, uint64_t generation,
     std::lock_guard<std::mutex> lock(writes->mu);
     first.swap(writes->queued);
   }
-  flushWrites(
-      pipe, *writes, std::move(first),
-      [this, rank, generation](const std::string& why) { failPeer(rank, generation, why); },
-      writes);
+  flushWrites(pipe, *writes, std::move(first), writes);
   readLoop(
       pipe,
       [this, rank, generation](IncomingMessage& msg) { onClientMessage(rank, generation, msg); },
@@ -547,7 +557,7 @@ void RuntimeImpl::startAdmitted(int rank, uint64_t generation,
 
 void RuntimeImpl::enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                                std::shared_ptr<OutgoingMessage> message,
-                               const WriteErrorFn& onError, std::shared_ptr<void> keepAlive) {
+                               std::shared_ptr<void> keepAlive) {
   {
     std::lock_guard<std::mutex> lock(writes.mu);
     if (writes.busy) {
@@ -556,14 +566,12 @@ void RuntimeImpl::enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wr
     }
     writes.busy = true;
   }
-  std::vector<std::shared_ptr<OutgoingMessage>> one;
-  one.push_back(std::move(message));
-  flushWrites(pipe, writes, std::move(one), onError, std::move(keepAlive));
+  writeUnit(pipe, writes, std::move(message), nullptr, std::move(keepAlive));
 }
 
 void RuntimeImpl::enqueueWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                                 std::vector<std::shared_ptr<OutgoingMessage>> messages,
-                                const WriteErrorFn& onError, std::shared_ptr<void> keepAlive) {
+                                std::shared_ptr<void> keepAlive) {
   if (messages.empty()) return;
   {
     std::lock_guard<std::mutex> lock(writes.mu);
@@ -573,12 +581,16 @@ void RuntimeImpl::enqueueWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, W
     }
     writes.busy = true;
   }
-  flushWrites(pipe, writes, std::move(messages), onError, std::move(keepAlive));
+  flushWrites(pipe, writes, std::move(messages), std::move(keepAlive));
 }
 
 void RuntimeImpl::flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                               std::vector<std::shared_ptr<OutgoingMessage>> messages,
-                              const WriteErrorFn& onError, std::shared_ptr<void> keepAlive) {
+                              std::shared_ptr<void> keepAlive) {
+  if (messages.size() == 1) {  // nothing to batch, nor to count
+    writeUnit(pipe, writes, std::move(messages[0]), nullptr, std::move(keepAlive));
+    return;
+  }
   // Runs of tensorless messages go as one kBatch message; the rest one by one,
   // all in order (TensorPipe keeps a pipe's writes in order).
   std::vector<std::shared_ptr<OutgoingMessage>> units;
@@ -604,6 +616,7 @@ void RuntimeImpl::flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wri
     }
     batch->payload.reserve(bytes);
     wire::appendBatchCount(batch->payload, static_cast<uint32_t>(end - i));
+    if (options_.observer) batch->servedInBatch.reserve(end - i);
     for (size_t j = i; j < end; ++j) {
       auto& m = *messages[j];
       wire::appendBatchEntry(batch->payload, m.header, m.payload.data(),
@@ -613,27 +626,33 @@ void RuntimeImpl::flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wri
     units.push_back(std::move(batch));
     i = end;
   }
-  auto left = std::make_shared<std::atomic<size_t>>(units.size());
-  for (auto& unit : units) {
-    trace::point("pipe.write");
-    pipe->write(unit->toTensorpipe(), [this, unit, left, pipe, &writes, onError,
-                                       keepAlive](const tensorpipe::Error& error) {
-      trace::point("pipe.written");
-      if (error && onError) onError(error.what());
-      recordServed(*unit);
-      if (left->fetch_sub(1) != 1) return;
-      std::vector<std::shared_ptr<OutgoingMessage>> next;
-      {
-        std::lock_guard<std::mutex> lock(writes.mu);
-        if (writes.queued.empty()) {
-          writes.busy = false;
-          return;
-        }
-        next.swap(writes.queued);
-      }
-      flushWrites(pipe, writes, std::move(next), onError, keepAlive);
-    });
-  }
+  auto left = units.size() > 1 ? std::make_shared<std::atomic<size_t>>(units.size()) : WritesLeft();
+  for (auto& unit : units) writeUnit(pipe, writes, std::move(unit), left, keepAlive);
+}
+
+void RuntimeImpl::writeUnit(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
+                            std::shared_ptr<OutgoingMessage> unit, WritesLeft left,
+                            std::shared_ptr<void> keepAlive) {
+  trace::point("pipe.write");
+  tensorpipe::Message message = unit->toTensorpipe();  // before `unit` moves below
+  pipe->write(std::move(message),
+              [this, unit = std::move(unit), left = std::move(left), pipe, &writes,
+               keepAlive = std::move(keepAlive)](const tensorpipe::Error& error) {
+                trace::point("pipe.written");
+                if (error && writes.onError) writes.onError(error.what());
+                recordServed(*unit);
+                if (left && left->fetch_sub(1) != 1) return;
+                std::vector<std::shared_ptr<OutgoingMessage>> next;
+                {
+                  std::lock_guard<std::mutex> lock(writes.mu);
+                  if (writes.queued.empty()) {
+                    writes.busy = false;
+                    return;
+                  }
+                  next.swap(writes.queued);
+                }
+                flushWrites(pipe, writes, std::move(next), keepAlive);
+              });
 }
 
 void RuntimeImpl::recordServed(const OutgoingMessage& message) {
@@ -721,16 +740,9 @@ void RuntimeImpl::failPeer(int rank, uint64_t generation, const std::string& why
   {
     std::lock_guard<std::mutex> lock(pendingMu_);
     failedPipes_[rank] = {generation, why};  // calls registered from now on fail at once
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->second.peer == rank && it->second.generation == generation) {
-        deadlines_.erase({it->second.deadline, it->first});
-        failed.push_back(std::move(it->second));
-        it = pending_.erase(it);
-        unanswered_[rank]--;
-      } else {
-        ++it;
-      }
-    }
+    failed = pending_.takeIf(
+        [&](const Pending& p) { return p.peer == rank && p.generation == generation; });
+    unanswered_[rank] -= static_cast<int>(failed.size());
   }
   pendingCv_.notify_all();
   failPending(std::move(failed), std::make_exception_ptr(connectionError(peer.info.name, why)));

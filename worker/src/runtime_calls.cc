@@ -74,6 +74,7 @@ Future RuntimeImpl::rpcAsync(const std::string& to, const std::string& function,
 
 Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* value,
                                 CallOptions options, [[maybe_unused]] bool inverseDeviceMap) {
+  trace::point("call.pack");  // to call.send: the request's future and message are made
   auto state = detail::newFutureState(pool_);
   Future future(state);
   const std::string& peerName = workers_[to].name;
@@ -82,6 +83,9 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
         RpcError(ErrorCode::kShutdown, peerName, "the runtime is not running")));
     return future;
   }
+  // The id first, so that makeMessage encodes the header once, as sent.
+  const uint64_t id = nextCallId_.fetch_add(1);
+  header.id = id;
   std::shared_ptr<OutgoingMessage> message;
   try {
     autograd_->onSendRequest(header, value, to);
@@ -91,17 +95,14 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
         (inverseDeviceMap ? deviceMaps_.forResponse(peerName) : deviceMaps_.forRequest(peerName))
             .get());
 #else
-    message = makeMessage(header, value);  // fills in header.id below
+    message = makeMessage(header, value);
 #endif
   } catch (...) {
     state->fail(std::current_exception());
     return future;
   }
   auto timeout = options.timeout.count() == 0 ? options_.defaultTimeout : options.timeout;
-  uint64_t id = nextCallId_.fetch_add(1);
-  header.id = id;
   trace::point("call.send", id);
-  message->header = wire::encodeHeader(header);
   Pending pending;
   pending.future = state;
   pending.peer = to;
@@ -131,11 +132,10 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
           RpcError(ErrorCode::kConnection, peerName,
                    "connection to worker '" + peerName + "' failed: " + failedPipes_[to].why));
     } else {
-      if (pending.deadline != Clock::time_point::max()) {
-        deadlines_.insert({pending.deadline, id});
-        wakeTimeouts = pending.deadline < timeoutWake_;
-      }
-      pending_.emplace(id, std::move(pending));
+      wakeTimeouts =
+          pending.deadline != Clock::time_point::max() && pending.deadline < timeoutWake_;
+      const Clock::time_point deadline = pending.deadline;
+      pending_.insert(id, deadline, std::move(pending));
       alone = unanswered_[to]++ == 0;
     }
   }
@@ -149,24 +149,16 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   }
   if (wakeTimeouts) pendingCv_.notify_all();
   message->inlinePayload = alone;  // else a burst: keep the batching window (WriteQueue)
-  WriteErrorFn onError = [this, to, generation](const std::string& why) {
-    failPeer(to, generation, why);
-  };
-  if (detail::batchingRuntime() == this && holdRequest(pipe, writes, message, onError)) {
-    return future;
-  }
-  enqueueWrite(pipe, *writes, std::move(message), onError, writes);
+  if (detail::batchingRuntime() == this && holdRequest(pipe, writes, message)) return future;
+  enqueueWrite(pipe, *writes, std::move(message), writes);
   return future;
 }
 
 std::optional<RuntimeImpl::Pending> RuntimeImpl::takePending(uint64_t id) {
   std::lock_guard<std::mutex> lock(pendingMu_);
-  auto it = pending_.find(id);
-  if (it == pending_.end()) return std::nullopt;  // timed out or failed already
-  Pending pending = std::move(it->second);
-  if (pending.deadline != Clock::time_point::max()) deadlines_.erase({pending.deadline, id});
-  pending_.erase(it);
-  unanswered_[pending.peer]--;
+  std::optional<Pending> pending = pending_.take(id);
+  if (!pending) return std::nullopt;  // timed out or failed already
+  unanswered_[pending->peer]--;
   // Only a graceful shutdown waits for pending_ to drain (ShutdownCoordinator::run
   // sets closing_ first): anyone else would wake the timeout thread for nothing.
   if (pending_.empty() && closing_.load()) pendingCv_.notify_all();
@@ -237,21 +229,16 @@ void RuntimeImpl::timeoutLoop() {
       lock.lock();
       continue;
     }
-    if (deadlines_.empty() || now < deadlines_.begin()->first) {
-      auto next = now + kTimeoutTick;
-      if (!deadlines_.empty()) next = std::min(next, deadlines_.begin()->first);
+    std::optional<Pending> expired = pending_.takeExpired(now);
+    if (!expired) {
+      auto next = std::min(now + kTimeoutTick, pending_.nextDeadline());
       if (!closes_.empty()) next = std::min(next, closes_.begin()->first);
       timeoutWake_ = next;
       pendingCv_.wait_until(lock, next);
       timeoutWake_ = Clock::time_point::min();
       continue;
     }
-    auto first = *deadlines_.begin();
-    deadlines_.erase(deadlines_.begin());
-    auto it = pending_.find(first.second);
-    if (it == pending_.end()) continue;
-    Pending pending = std::move(it->second);
-    pending_.erase(it);
+    Pending pending = std::move(*expired);
     unanswered_[pending.peer]--;
     lock.unlock();
     const std::string& peerName = workers_[pending.peer].name;
@@ -442,44 +429,55 @@ Future RuntimeImpl::runLocal(const Registered& fn, const WorkerInfo& caller,
 void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
                         const Future& result, const std::string& function,
                         std::optional<Observer::CallToken> observed, int64_t ctx) {
-  result.addInlineCallback([this, server, id, function, observed, ctx](const Future& done) mutable {
-    trace::point("serve.reply", id);
-    wire::Header h;
-    h.id = id;
-    std::shared_ptr<OutgoingMessage> message;
-    std::exception_ptr error = done.hasError() ? done.error() : nullptr;
-    if (!error) {
-      h.type = wire::MessageType::kResponse;
-      std::vector<Forked> forked;
-      try {
-        const c10::IValue sent = forkRRefs(done.value(), &forked);
-        autograd_->onSendResponse(ctx, h, sent);  // records a send when it needs one
-#if RPCJOB_WITH_CUDA
-        message =
-            makeMessage(h, &sent, deviceMaps_.forResponse(callerOf(server->callerRank).name).get());
-#else
-        message = makeMessage(h, &sent);
-#endif
-      } catch (...) {
-        unfork(forked);
-        error = std::current_exception();
-      }
-    }
-    if (error) {
-      h.type = wire::MessageType::kError;
-      h.errorKind = wire::ErrorKind::kRemoteException;
-      h.error = describe(error);
-      message = makeMessage(h, nullptr);
-    }
-    // Finished when the response is written (flushWrites): recording it here
-    // would delay the write, which TensorPipe runs after this callback returns.
-    if (options_.observer && !function.empty() && observed) {
-      message->served =
-          ServedCall{std::move(function), server->callerRank, statusOf(error), *observed};
-    }
-    writeServer(server, std::move(message));
-    if (--serving_ == 0) shutdown_->onIdle();
+  // An inline function's result is done already: answered here, without the
+  // callback (and its allocation) that a later result needs.
+  if (result.isDone()) {
+    sendReply(server, id, result, function, observed, ctx);
+    return;
+  }
+  result.addInlineCallback([this, server, id, function, observed, ctx](const Future& done) {
+    sendReply(server, id, done, function, observed, ctx);
   });
+}
+
+void RuntimeImpl::sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
+                            const Future& done, const std::string& function,
+                            const std::optional<Observer::CallToken>& observed, int64_t ctx) {
+  trace::point("serve.reply", id);
+  wire::Header h;
+  h.id = id;
+  std::shared_ptr<OutgoingMessage> message;
+  std::exception_ptr error = done.hasError() ? done.error() : nullptr;
+  if (!error) {
+    h.type = wire::MessageType::kResponse;
+    std::vector<Forked> forked;
+    try {
+      const c10::IValue sent = forkRRefs(done.value(), &forked);
+      autograd_->onSendResponse(ctx, h, sent);  // records a send when it needs one
+#if RPCJOB_WITH_CUDA
+      message =
+          makeMessage(h, &sent, deviceMaps_.forResponse(callerOf(server->callerRank).name).get());
+#else
+      message = makeMessage(h, &sent);
+#endif
+    } catch (...) {
+      unfork(forked);
+      error = std::current_exception();
+    }
+  }
+  if (error) {
+    h.type = wire::MessageType::kError;
+    h.errorKind = wire::ErrorKind::kRemoteException;
+    h.error = describe(error);
+    message = makeMessage(h, nullptr);
+  }
+  // Finished when the response is written (flushWrites): recording it here
+  // would delay the write, which TensorPipe runs after this callback returns.
+  if (options_.observer && !function.empty() && observed) {
+    message->served = ServedCall{function, server->callerRank, statusOf(error), *observed};
+  }
+  writeServer(server, std::move(message));
+  if (--serving_ == 0) shutdown_->onIdle();
 }
 
 void RuntimeImpl::replyError(const std::shared_ptr<ServerPipe>& server, uint64_t id,
@@ -519,7 +517,7 @@ void RuntimeImpl::refuse(const std::shared_ptr<ServerPipe>& server, const wire::
 void RuntimeImpl::writeServer(const std::shared_ptr<ServerPipe>& server,
                               std::shared_ptr<OutgoingMessage> message) {
   // A failed response means the caller went away; its side fails the call.
-  enqueueWrite(server->pipe, server->writes, std::move(message), nullptr, server);
+  enqueueWrite(server->pipe, server->writes, std::move(message), server);
 }
 
 void RuntimeImpl::registerBuiltins() {

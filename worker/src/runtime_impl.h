@@ -24,6 +24,7 @@
 #include "auth/pipe_gate.h"
 #include "future_state.h"
 #include "header_codec.h"
+#include "pending_calls.h"
 #include "rpcjob/runtime/runtime.h"
 #include "rref_context.h"
 #include "serialization.h"
@@ -146,6 +147,10 @@ class RuntimeImpl {
     bool busy = false;  // writes in flight (or a flush pending, or corked)
     std::vector<std::shared_ptr<OutgoingMessage>> queued;
     bool client = false;  // batches keep their payload apart (above)
+    // Sees the pipe's write failures; set before the first write, null on a
+    // server pipe. Kept here, not passed along with each message: a
+    // std::function copy per write was an allocation per call.
+    std::function<void(const std::string&)> onError;
   };
   // Our client side of the pipe to one peer.
   struct Peer {
@@ -191,6 +196,18 @@ class RuntimeImpl {
   void readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
                 std::function<void(IncomingMessage&)> onMessage, ReadErrorFn onError,
                 std::shared_ptr<ServerPipe> server = nullptr);
+  // One pipe's read loop: what every read's callbacks need, made once per pipe
+  // instead of moved into two fresh closures per message, and one message read
+  // into again and again (its buffers' capacity kept). A pipe reads one message
+  // at a time, and nothing keeps a reference to it past its dispatch.
+  struct PipeReader {
+    std::shared_ptr<tensorpipe::Pipe> pipe;
+    std::function<void(IncomingMessage&)> onMessage;
+    ReadErrorFn onError;
+    std::shared_ptr<ServerPipe> server;
+    IncomingMessage msg;
+  };
+  void readNext(std::shared_ptr<PipeReader> reader);
   // Holds `server`'s writes (true), unless a write is in flight anyway; then
   // writes what was queued meanwhile, as one batch where it can.
   bool corkWrites(ServerPipe& server);
@@ -216,34 +233,37 @@ class RuntimeImpl {
   void startGate();  // first in start(): a bad secret fails before anything listens
   auth::PipeGate::Refused handshakeRefused(const std::string& peer,
                                            std::function<void(const std::string&)> then);
-  // Writes `message` now, or queues it behind the writes in flight. `onError`
-  // (may be null) sees write failures. Never called with a lock held: TensorPipe
-  // may run the callbacks inline.
-  using WriteErrorFn = std::function<void(const std::string&)>;
+  // Writes `message` now, or queues it behind the writes in flight; write
+  // failures go to writes.onError. `keepAlive` owns `writes`. Never called with
+  // a lock held: TensorPipe may run the callbacks inline.
   void enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
-                    std::shared_ptr<OutgoingMessage> message, const WriteErrorFn& onError,
-                    std::shared_ptr<void> keepAlive);
+                    std::shared_ptr<OutgoingMessage> message, std::shared_ptr<void> keepAlive);
   void flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                    std::vector<std::shared_ptr<OutgoingMessage>> messages,
-                   const WriteErrorFn& onError, std::shared_ptr<void> keepAlive);
+                   std::shared_ptr<void> keepAlive);
+  // One TensorPipe write of flushWrites; the last of the writes in flight
+  // (`left`, null when it is alone) writes what was queued meanwhile.
+  using WritesLeft = std::shared_ptr<std::atomic<size_t>>;
+  void writeUnit(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
+                 std::shared_ptr<OutgoingMessage> unit, WritesLeft left,
+                 std::shared_ptr<void> keepAlive);
   // enqueueWrite for several messages, in order (a CallBatch's to one pipe).
   void enqueueWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                      std::vector<std::shared_ptr<OutgoingMessage>> messages,
-                     const WriteErrorFn& onError, std::shared_ptr<void> keepAlive);
+                     std::shared_ptr<void> keepAlive);
 
  public:
   // call_batch.cc: the requests a CallBatch holds on its thread, per pipe.
   struct HeldPipe {
     std::shared_ptr<tensorpipe::Pipe> pipe;
     std::shared_ptr<WriteQueue> writes;
-    WriteErrorFn onError;
     std::vector<std::shared_ptr<OutgoingMessage>> messages;
   };
   using HeldRequests = std::vector<HeldPipe>;
   // Holds `message` when this thread's CallBatch is ours (true), else false.
   bool holdRequest(const std::shared_ptr<tensorpipe::Pipe>& pipe,
                    const std::shared_ptr<WriteQueue>& writes,
-                   std::shared_ptr<OutgoingMessage>& message, const WriteErrorFn& onError);
+                   std::shared_ptr<OutgoingMessage>& message);
   void writeHeld(HeldRequests held);
 
  private:
@@ -267,6 +287,9 @@ class RuntimeImpl {
   void reply(const std::shared_ptr<ServerPipe>& server, uint64_t id, const Future& result,
              const std::string& function, std::optional<Observer::CallToken> observed,
              int64_t ctx = 0);
+  void sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t id, const Future& done,
+                 const std::string& function, const std::optional<Observer::CallToken>& observed,
+                 int64_t ctx);
   void replyError(const std::shared_ptr<ServerPipe>& server, uint64_t id, wire::ErrorKind kind,
                   const std::string& message);
   void writeServer(const std::shared_ptr<ServerPipe>& server,
@@ -314,8 +337,7 @@ class RuntimeImpl {
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank
 
   std::mutex pendingMu_;
-  std::unordered_map<uint64_t, Pending> pending_;
-  std::set<std::pair<Clock::time_point, uint64_t>> deadlines_;
+  PendingCalls<Pending> pending_;  // with their deadlines
   // Server pipes that refused a message, kept open (a pipe closes when its last
   // reference goes) until then for the caller to read the answer (refuse());
   // the timeout thread closes them.

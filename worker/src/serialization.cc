@@ -51,15 +51,35 @@ bool fastTensor(const at::Tensor& t) {
          t.dim() <= static_cast<int64_t>(wire::kMaxTensorDims);
 }
 
-// Whether `v` is made only of what the fast encoding carries.
-bool fastEncodable(const c10::IValue& v, size_t depth) {
+// Whether `v` is made only of what the fast encoding carries; adds its encoded
+// size to `bytes`, so that the payload is allocated once (not grown field by field).
+bool fastEncodable(const c10::IValue& v, size_t depth, size_t& bytes) {
   if (depth > wire::kFastMaxDepth) return false;
-  if (v.isNone() || v.isBool() || v.isInt() || v.isDouble()) return true;
-  if (v.isString()) return v.toStringRef().size() <= UINT32_MAX;
-  if (v.isTensor()) return fastTensor(v.toTensor());
+  if (v.isNone() || v.isBool()) {
+    bytes += 1;
+    return true;
+  }
+  if (v.isInt() || v.isDouble()) {
+    bytes += 1 + 8;
+    return true;
+  }
+  if (v.isString()) {
+    const size_t n = v.toStringRef().size();
+    bytes += 1 + 4 + n;
+    return n <= UINT32_MAX;
+  }
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!fastTensor(t)) return false;
+    // tag, dtype, ndim, sizes, nbytes, bytes; or tag and table index
+    const size_t n = t.nbytes();
+    bytes += n <= wire::kFastInlineTensorBytes ? 1 + 1 + 1 + 8 * t.dim() + 8 + n : 1 + 4;
+    return true;
+  }
   if (v.isTuple()) {
+    bytes += 1 + 4;
     for (const auto& e : v.toTupleRef().elements()) {
-      if (!fastEncodable(e, depth + 1)) return false;
+      if (!fastEncodable(e, depth + 1, bytes)) return false;
     }
     return true;
   }
@@ -132,9 +152,28 @@ constexpr size_t kLargeReceive = size_t{4} << 20;
 
 }  // namespace
 
+void IncomingMessage::clear() {
+  header = wire::Header();
+  // A large payload's buffer is let go: kept, one per pipe, it would hold that
+  // memory for as long as the pipe lives.
+  constexpr size_t kKeptPayload = 64 * 1024;
+  if (payload.capacity() > kKeptPayload) {
+    std::vector<char>().swap(payload);
+  } else {
+    payload.clear();
+  }
+  tensors.clear();
+  streams.clear();
+  moveTo.clear();
+  events.clear();
+  arrived = nullptr;
+}
+
 tensorpipe::Message OutgoingMessage::toTensorpipe() {
   tensorpipe::Message m;
-  m.metadata = header;
+  // Moved, not copied: the header is written once (its capacity has room for an
+  // inline payload, makeMessage), and nothing reads it after this.
+  m.metadata = std::move(header);
   if (hasPayload && inlinePayload && payload.size() <= wire::kMaxInlinePayload) {
     wire::appendInlinePayload(m.metadata, payload.data(), payload.size());
   } else if (hasPayload) {
@@ -161,15 +200,19 @@ tensorpipe::Message OutgoingMessage::toTensorpipe() {
 std::shared_ptr<OutgoingMessage> makeMessage(const wire::Header& header, const c10::IValue* value,
                                              [[maybe_unused]] const DeviceTargets* targets) {
   auto out = std::make_shared<OutgoingMessage>();
-  out->header = wire::encodeHeader(header);
-  if (value == nullptr) return out;
+  if (value == nullptr) {
+    out->header = wire::encodeHeader(header);
+    return out;
+  }
   std::vector<at::Tensor> table;
-  bool fast = fastEncodable(*value, 0);
+  size_t fastBytes = 2;  // kFastMagic, kFastVersion
+  bool fast = fastEncodable(*value, 0, fastBytes);
 #if RPCJOB_WITH_CUDA
   // Host tensors mapped to a peer's GPU go through the tensor table.
   if (targets != nullptr && targets->map.count(-1) && targets->map.at(-1) >= 0) fast = false;
 #endif
   if (fast) {
+    out->payload.reserve(fastBytes);
     wire::FastEncoder encoder(out->payload);
     fastEncode(*value, encoder, table);
   } else {
@@ -180,6 +223,9 @@ std::shared_ptr<OutgoingMessage> makeMessage(const wire::Header& header, const c
     }
   }
   out->hasPayload = true;
+  // Room for the payload after the header, should it travel inline (toTensorpipe).
+  out->header = wire::encodeHeader(
+      header, out->payload.size() <= wire::kMaxInlinePayload ? 4 + out->payload.size() : 0);
   out->tensors.reserve(table.size());
   for (auto& t : table) {
     if (t.layout() != c10::kStrided) throw badMessage("only strided (dense) tensors can be sent");

@@ -54,6 +54,7 @@ struct OutgoingMessage {
   // that a single response allocates nothing for it).
   std::optional<ServedCall> served;
   std::vector<ServedCall> servedInBatch;
+  // Once per message: the header moves into the TensorPipe message.
   tensorpipe::Message toTensorpipe();
 };
 
@@ -80,6 +81,9 @@ struct IncomingMessage {
   // read from a pipe; the calls of a batch share it). Set while the message is
   // dispatched, on the read callback's thread; null elsewhere.
   const EventTime* arrived = nullptr;
+  // Empty again, buffers' capacity kept: a pipe reads each message into the
+  // same one (RuntimeImpl::PipeReader).
+  void clear();
 };
 
 // Checks the descriptor (header, sizes, tensor metadata, and the total against

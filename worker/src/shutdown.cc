@@ -100,10 +100,8 @@ void RuntimeImpl::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline
   std::vector<Pending> failed;
   {
     std::lock_guard<std::mutex> lock(pendingMu_);
-    for (auto& [id, p] : pending_) failed.push_back(std::move(p));
-    pending_.clear();
+    failed = pending_.takeAll();
     std::fill(unanswered_.begin(), unanswered_.end(), 0);
-    deadlines_.clear();
     closes_.clear();  // the context is closed: so are they
     stopTimeouts_ = true;
   }
