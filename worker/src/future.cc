@@ -54,6 +54,31 @@ void completeFrom(const std::shared_ptr<FutureState>& to, const Future& from) {
 
 }  // namespace detail
 
+namespace {
+
+// Until `state` completes, on the host: what wait() and waitOnStreams() share
+// (rpcSync waits through the latter, so a small CPU call's latency is here).
+void awaitCompletion(detail::FutureState& state) {
+  detail::flushCallBatch();  // the awaited call may be among those held
+  if (state.done.load(std::memory_order_acquire)) return;
+  // A short spin first: a small call's answer often lands within microseconds,
+  // and sleeping on the condition variable costs a futex wake-up on each side.
+  for (int i = 0; i < 64 && !state.done.load(std::memory_order_acquire); ++i) {
+    std::this_thread::yield();
+  }
+  if (!state.done.load(std::memory_order_acquire)) {
+    trace::point("future.sleep");
+    std::unique_lock<std::mutex> lock(state.mu);
+    state.cv.wait(lock, [&] { return state.done.load(std::memory_order_acquire); });
+    trace::point("future.woke");
+  }
+  // The waiter saw the completion: from call.complete to here is its notice (a
+  // spinning caller's, or a wake-up's).
+  trace::point("future.seen");
+}
+
+}  // namespace
+
 Future::Future(std::shared_ptr<detail::FutureState> state) : state_(std::move(state)) {}
 
 Future Future::fromValue(c10::IValue value) {
@@ -73,21 +98,7 @@ bool Future::isDone() const {
 }
 
 void Future::wait() const {
-  detail::flushCallBatch();  // the awaited call may be among those held
-  // A short spin first: a small call's answer often lands within microseconds,
-  // and sleeping on the condition variable costs a futex wake-up on each side.
-  if (!isDone()) {
-    for (int i = 0; i < 64 && !isDone(); ++i) std::this_thread::yield();
-    if (!isDone()) {
-      trace::point("future.sleep");
-      std::unique_lock<std::mutex> lock(state_->mu);
-      state_->cv.wait(lock, [&] { return state_->done.load(std::memory_order_acquire); });
-      trace::point("future.woke");
-    }
-    // The waiter saw the completion: from call.complete to here is its
-    // notice (a spinning caller's, or a wake-up's).
-    trace::point("future.seen");
-  }
+  awaitCompletion(*state_);
   if (!state_->events.empty()) {
     for (auto& event : state_->events) event->synchronize();
     trace::point("future.synchronized");
@@ -105,11 +116,7 @@ bool Future::waitFor(std::chrono::nanoseconds timeout) const {
 }
 
 void Future::waitOnStreams() const {
-  detail::flushCallBatch();
-  if (!isDone()) {
-    std::unique_lock<std::mutex> lock(state_->mu);
-    state_->cv.wait(lock, [&] { return state_->done.load(std::memory_order_acquire); });
-  }
+  awaitCompletion(*state_);
   for (auto& event : state_->events) event->blockCurrentStream();
 }
 
