@@ -198,8 +198,9 @@ class RuntimeImpl {
                 std::shared_ptr<ServerPipe> server = nullptr);
   // One pipe's read loop: what every read's callbacks need, made once per pipe
   // instead of moved into two fresh closures per message, and one message read
-  // into again and again (its buffers' capacity kept). A pipe reads one message
-  // at a time, and nothing keeps a reference to it past its dispatch.
+  // into again and again (its buffers' capacity kept; cleared after each
+  // dispatch). A pipe reads one message at a time, and nothing keeps a
+  // reference to it past its dispatch.
   struct PipeReader {
     std::shared_ptr<tensorpipe::Pipe> pipe;
     std::function<void(IncomingMessage&)> onMessage;
