@@ -156,6 +156,12 @@ TEST(RuntimeObserver, SeesEveryCallStartAndFinishOnceOnBothSides) {
     ASSERT_EQ(sum.item<float>(), 2.0f);
   }
   EXPECT_THROW(rt.rpcSync("driver", "raise", {std::string("y")}), runtime::RpcError);
+  // Inline functions are answered on the read thread, without a Future between
+  // the function and its response: served and recorded all the same.
+  for (int64_t i = 0; i < 20; ++i) {
+    ASSERT_EQ(rt.rpcSync("driver", runtime::kBuiltinEcho, {i}).toInt(), i);
+  }
+  EXPECT_THROW(rt.rpcSync("driver", "raise_inline", {std::string("z")}), runtime::RpcError);
   std::vector<runtime::Future> futures;
   for (int64_t i = 0; i < 2000; ++i) futures.push_back(rt.rpcAsync("driver", "identity", {i}));
   for (int64_t i = 0; i < 2000; ++i) ASSERT_EQ(futures[i].value().toInt(), i);
@@ -166,6 +172,10 @@ TEST(RuntimeObserver, SeesEveryCallStartAndFinishOnceOnBothSides) {
   expectFinishedOnce(observer->calls(true, "add"), CallStatus::kOk, "driver");
   EXPECT_TRUE(finishedWithin10s(*observer, true, "raise", 1));
   expectFinishedOnce(observer->calls(true, "raise"), CallStatus::kRemoteError, "driver");
+  EXPECT_TRUE(finishedWithin10s(*observer, true, runtime::kBuiltinEcho, 20));
+  expectFinishedOnce(observer->calls(true, runtime::kBuiltinEcho), CallStatus::kOk, "driver");
+  EXPECT_TRUE(finishedWithin10s(*observer, true, "raise_inline", 1));
+  expectFinishedOnce(observer->calls(true, "raise_inline"), CallStatus::kRemoteError, "driver");
   // The client side of the identity calls: w1's 20, then the driver's own 2000.
   EXPECT_EQ(observer->calls(false, "identity").size(), 2020u);
   EXPECT_EQ(observer->unknownTokens(), 0);

@@ -59,6 +59,20 @@ TEST(PendingCalls, DeadlineEntriesStayBounded) {
   EXPECT_EQ(t.take(1), std::optional<std::string>("held"));
 }
 
+// A burst far larger than usual gives its memory back once it has drained.
+TEST(PendingCalls, ShrinksAfterAHugeBurst) {
+  Table t;
+  const auto now = Clock::now();
+  constexpr uint64_t kBurst = 300000;
+  for (uint64_t id = 1; id <= kBurst; ++id) t.insert(id, now + std::chrono::seconds(60), "c");
+  EXPECT_GE(t.slotCount(), 2 * kBurst);
+  for (uint64_t id = 1; id <= kBurst - 10; ++id) ASSERT_TRUE(t.take(id)) << id;
+  EXPECT_LE(t.slotCount(), size_t{1} << 16);
+  for (uint64_t id = kBurst - 9; id <= kBurst; ++id) ASSERT_TRUE(t.take(id)) << id;  // still there
+  EXPECT_EQ(t.nextDeadline(), Table::kNoDeadline);  // drops the stale entries
+  EXPECT_TRUE(t.empty());
+}
+
 TEST(PendingCalls, MatchesAModelUnderRandomOperations) {
   std::mt19937_64 rng(20261124);
   Table t;

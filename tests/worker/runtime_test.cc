@@ -203,6 +203,21 @@ TEST_F(RuntimeTest, ConcurrentCallsAndTimeoutsEachCompleteOnce) {
   EXPECT_EQ(echo(int64_t{42}).toInt(), 42);  // and the runtime goes on
 }
 
+// Each pipe reads its messages into one reused IncomingMessage: a received
+// tensor must still belong to its value alone once the call completed, not
+// stay referenced there until the pipe's next message (a large one's memory
+// would be held, and kept out of the receive cache).
+TEST_F(RuntimeTest, AReceivedTensorIsOwnedByItsValueAlone) {
+  at::Tensor sent = at::ones({1 << 18});  // 1 MiB: a TensorPipe tensor, not inline
+  at::Tensor got = rt().rpcSync("w1", "identity", {sent}).toTensor();
+  ASSERT_TRUE(at::equal(got, sent));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (got.use_count() > 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the read thread finishing
+  }
+  EXPECT_EQ(got.use_count(), 1);
+}
+
 TEST_F(RuntimeTest, AsyncCallsThenAndNestedCalls) {
   std::vector<runtime::Future> futures;
   for (int64_t i = 0; i < 1000; ++i) futures.push_back(rt().rpcAsync("w1", "identity", {i}));

@@ -15,7 +15,8 @@
 //   leaves its entry behind, and an entry whose call is gone is dropped when it
 //   reaches the top, or when such entries outnumber the live ones (the heap is
 //   then rebuilt from the live calls: amortized constant time per call, and the
-//   heap holds at most 2 x (calls in flight + 1) + 64 entries).
+//   heap holds at most 2 x (calls in flight + 1) + 64 entries);
+// - both shrink again once they are large and mostly empty (kLargeSlots).
 //
 // Not thread-safe: the runtime holds pendingMu_ around every use.
 
@@ -37,7 +38,9 @@ class PendingCalls {
 
   // Adds call `id` (not 0, not already here), due at `deadline` (kNoDeadline: never).
   void insert(uint64_t id, TimePoint deadline, Call call) {
-    if (2 * (size_ + 1) > slots_.size()) grow();
+    if (2 * (size_ + 1) > slots_.size()) {
+      rehash(slots_.empty() ? kInitialSlots : 2 * slots_.size());
+    }
     place(Slot{id, std::move(call)});
     ++size_;
     if (deadline != kNoDeadline) {
@@ -92,6 +95,7 @@ class PendingCalls {
   size_t size() const { return size_; }
   // Deadline entries held, stale ones included (for tests of the bound above).
   size_t deadlineEntries() const { return deadlines_.size(); }
+  size_t slotCount() const { return slots_.size(); }
 
  private:
   struct Slot {
@@ -105,6 +109,12 @@ class PendingCalls {
   static constexpr size_t kNotFound = SIZE_MAX;
   static constexpr size_t kInitialSlots = 64;
   static constexpr size_t kHeapSlack = 64;
+  // Past this many slots (deadline entries), a table (heap) that has become
+  // sparse is made smaller again: a burst of a million calls in flight must
+  // not keep its hundreds of megabytes for the runtime's lifetime. Below it,
+  // the memory stays, so that bursts of the usual size do not rehash each time.
+  static constexpr size_t kLargeSlots = size_t{1} << 16;
+  static constexpr size_t kLargeHeap = size_t{1} << 16;
 
   size_t home(uint64_t id) const {
     // The id itself: ids are sequential, so the calls in flight sit side by
@@ -155,16 +165,25 @@ class PendingCalls {
       hole = next;
     }
     slots_[hole] = Slot{};
+    if (slots_.size() > kLargeSlots && 16 * size_ < slots_.size()) {
+      size_t count = kLargeSlots;
+      while (count < 4 * size_) count *= 2;
+      rehash(count);
+    }
     return call;
   }
 
-  void grow() {
+  void rehash(size_t count) {
     std::vector<Slot> old = std::move(slots_);
-    const size_t count = old.empty() ? kInitialSlots : 2 * old.size();
-    slots_.clear();
-    slots_.resize(count);
+    slots_ = std::vector<Slot>(count);
     for (Slot& s : old) {
       if (s.id != 0) place(std::move(s));
+    }
+  }
+
+  void trimDeadlines() {
+    if (deadlines_.capacity() > kLargeHeap && deadlines_.capacity() > 4 * deadlines_.size()) {
+      deadlines_.shrink_to_fit();
     }
   }
 
@@ -173,12 +192,14 @@ class PendingCalls {
       std::pop_heap(deadlines_.begin(), deadlines_.end(), Later());
       deadlines_.pop_back();
     }
+    if (deadlines_.empty()) trimDeadlines();
   }
 
   void rebuildDeadlines() {
     deadlines_.erase(std::remove_if(deadlines_.begin(), deadlines_.end(),
                                     [&](const Deadline& d) { return find(d.second) == kNotFound; }),
                      deadlines_.end());
+    trimDeadlines();
     std::make_heap(deadlines_.begin(), deadlines_.end(), Later());
   }
 

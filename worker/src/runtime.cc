@@ -368,8 +368,7 @@ void RuntimeImpl::readNext(std::shared_ptr<PipeReader> reader) {
           reader->onError(error.what(), nullptr);
           return;
         }
-        IncomingMessage& msg = reader->msg;
-        msg.clear();
+        IncomingMessage& msg = reader->msg;  // cleared after the previous dispatch
         tensorpipe::Allocation allocation;
         std::string bad;
         try {
@@ -401,6 +400,10 @@ void RuntimeImpl::readNext(std::shared_ptr<PipeReader> reader) {
               }
               const bool corked = reader->server != nullptr && corkWrites(*reader->server);
               std::string bad = dispatch(msg, reader->onMessage);
+              // Its tensors and events go now, not when the next message comes: the
+              // values own them, and a large tensor's memory must be free (or back in
+              // its cache) once those are gone.
+              msg.clear();
               if (corked) uncorkWrites(reader->server);
               if (!bad.empty()) {
                 std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"

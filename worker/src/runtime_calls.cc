@@ -364,6 +364,19 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
   serving_++;
   std::vector<c10::IValue> argv = args.toTupleRef().elements().vec();
   const int64_t autogradContext = header.hasAutograd ? header.autogradContext : 0;
+  trace::point(fn.options.runInline ? "serve.inline" : "serve.submit", header.id);
+  if (fn.options.runInline && !fn.async && !owned) {
+    // The common small call: a plain function's value answered as it is,
+    // without a Future (an allocation, a mutex and a condition variable) or
+    // the closures below in between.
+    for (auto& e : events) e->blockCurrentStream();
+    c10::IValue value;
+    std::exception_ptr error =
+        runPlain(fn, caller, header.function, std::move(argv), autogradContext, value);
+    sendReply(server, header.id, error ? nullptr : &value, error, header.function, observed,
+              autogradContext);
+    return;
+  }
   auto respond = [this, server, id = header.id, name = header.function, observed, owned,
                   autogradContext](Future result) {
     if (owned) {
@@ -389,7 +402,6 @@ void RuntimeImpl::serveCall(const std::shared_ptr<ServerPipe>& server, const wir
     }
     reply(server, id, result, name, observed, autogradContext);
   };
-  trace::point(fn.options.runInline ? "serve.inline" : "serve.submit", header.id);
   if (fn.options.runInline) {
     for (auto& e : events) e->blockCurrentStream();
     respond(runLocal(fn, caller, header.function, std::move(argv), autogradContext));
@@ -413,6 +425,19 @@ const WorkerInfo& RuntimeImpl::callerOf(int callerRank) const {
   return callerRank >= 0 ? workers_[callerRank] : kUnknown;
 }
 
+std::exception_ptr RuntimeImpl::runPlain(const Registered& fn, const WorkerInfo& caller,
+                                         const std::string& name, std::vector<c10::IValue> args,
+                                         int64_t autogradContext, c10::IValue& value) {
+  CallInfo info{caller, name, owner_};
+  autograd::CurrentContextScope inContext(autogradContext);
+  try {
+    value = fn.fn(info, std::move(args));
+    return nullptr;
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
 Future RuntimeImpl::runLocal(const Registered& fn, const WorkerInfo& caller,
                              const std::string& name, std::vector<c10::IValue> args,
                              int64_t autogradContext) {
@@ -431,28 +456,31 @@ void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
                         std::optional<Observer::CallToken> observed, int64_t ctx) {
   // An inline function's result is done already: answered here, without the
   // callback (and its allocation) that a later result needs.
+  auto answer = [this, server, id, function, observed, ctx](const Future& done) {
+    const bool failed = done.hasError();
+    sendReply(server, id, failed ? nullptr : &done.value(), failed ? done.error() : nullptr,
+              function, observed, ctx);
+  };
   if (result.isDone()) {
-    sendReply(server, id, result, function, observed, ctx);
+    answer(result);
     return;
   }
-  result.addInlineCallback([this, server, id, function, observed, ctx](const Future& done) {
-    sendReply(server, id, done, function, observed, ctx);
-  });
+  result.addInlineCallback(std::move(answer));
 }
 
 void RuntimeImpl::sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
-                            const Future& done, const std::string& function,
+                            const c10::IValue* value, std::exception_ptr error,
+                            const std::string& function,
                             const std::optional<Observer::CallToken>& observed, int64_t ctx) {
   trace::point("serve.reply", id);
   wire::Header h;
   h.id = id;
   std::shared_ptr<OutgoingMessage> message;
-  std::exception_ptr error = done.hasError() ? done.error() : nullptr;
   if (!error) {
     h.type = wire::MessageType::kResponse;
     std::vector<Forked> forked;
     try {
-      const c10::IValue sent = forkRRefs(done.value(), &forked);
+      const c10::IValue sent = forkRRefs(*value, &forked);
       autograd_->onSendResponse(ctx, h, sent);  // records a send when it needs one
 #if RPCJOB_WITH_CUDA
       message =

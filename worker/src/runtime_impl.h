@@ -198,8 +198,9 @@ class RuntimeImpl {
                 std::shared_ptr<ServerPipe> server = nullptr);
   // One pipe's read loop: what every read's callbacks need, made once per pipe
   // instead of moved into two fresh closures per message, and one message read
-  // into again and again (its buffers' capacity kept). A pipe reads one message
-  // at a time, and nothing keeps a reference to it past its dispatch.
+  // into again and again (its buffers' capacity kept; cleared after each
+  // dispatch). A pipe reads one message at a time, and nothing keeps a
+  // reference to it past its dispatch.
   struct PipeReader {
     std::shared_ptr<tensorpipe::Pipe> pipe;
     std::function<void(IncomingMessage&)> onMessage;
@@ -287,9 +288,10 @@ class RuntimeImpl {
   void reply(const std::shared_ptr<ServerPipe>& server, uint64_t id, const Future& result,
              const std::string& function, std::optional<Observer::CallToken> observed,
              int64_t ctx = 0);
-  void sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t id, const Future& done,
-                 const std::string& function, const std::optional<Observer::CallToken>& observed,
-                 int64_t ctx);
+  // The answer to call `id`: `value`, or `error` when that is set.
+  void sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t id, const c10::IValue* value,
+                 std::exception_ptr error, const std::string& function,
+                 const std::optional<Observer::CallToken>& observed, int64_t ctx);
   void replyError(const std::shared_ptr<ServerPipe>& server, uint64_t id, wire::ErrorKind kind,
                   const std::string& message);
   void writeServer(const std::shared_ptr<ServerPipe>& server,
@@ -309,6 +311,10 @@ class RuntimeImpl {
   // Runs with `autogradContext` (0: none) as the thread's current context.
   Future runLocal(const Registered& fn, const WorkerInfo& caller, const std::string& name,
                   std::vector<c10::IValue> args, int64_t autogradContext = 0);
+  // runLocal for a plain (not async) function: its value in `value`, or what it threw.
+  std::exception_ptr runPlain(const Registered& fn, const WorkerInfo& caller,
+                              const std::string& name, std::vector<c10::IValue> args,
+                              int64_t autogradContext, c10::IValue& value);
   void registerBuiltins();
   std::shared_ptr<detail::RRefHandle> ownedHandle(std::shared_ptr<detail::FutureState> value);
 
