@@ -166,6 +166,37 @@ TEST(MtCmaInterop, APeerWithoutRpcjobCmaFallsBackToCma) {
   for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
 }
 
+// A raw TensorPipe connection (`hostile`, which the test writes control
+// messages on by hand) to a fresh channel of `context` that listens on the other
+// end: what a broken or hostile peer of rpcjob_cma looks like.
+struct RawPeer {
+  explicit RawPeer(tensorpipe::channel::Context& context)
+      : transport(tensorpipe::transport::uv::create()), listener(transport->listen("127.0.0.1")) {
+    std::promise<std::shared_ptr<tensorpipe::transport::Connection>> accepted;
+    listener->accept([&](const tensorpipe::Error& error,
+                         std::shared_ptr<tensorpipe::transport::Connection> connection) {
+      accepted.set_value(error ? nullptr : connection);
+    });
+    hostile = transport->connect(listener->addr());
+    auto ours = accepted.get_future();
+    if (ours.wait_for(std::chrono::seconds(10)) == std::future_status::ready) {
+      channel = context.createChannel({ours.get()}, tensorpipe::channel::Endpoint::kListen);
+    }
+  }
+  bool connected() const { return channel != nullptr; }
+  void close() {
+    if (channel) channel->close();
+    hostile->close();
+    listener->close();
+    transport->join();
+  }
+
+  std::shared_ptr<tensorpipe::transport::Context> transport;
+  std::shared_ptr<tensorpipe::transport::Listener> listener;
+  std::shared_ptr<tensorpipe::transport::Connection> hostile;
+  std::shared_ptr<tensorpipe::channel::Channel> channel;
+};
+
 // A control message that is not one: the wrong size, or a kind the protocol
 // lacks. The channel must fail what is pending with a clear error and take no
 // more, never crash or hang, or read memory for it.
@@ -187,17 +218,10 @@ TEST(MtCmaHostilePeer, AMalformedControlMessageFailsTheChannelWithAClearError) {
              "malformed control message (" + std::to_string(kWire + 1) + " bytes)"},
         Case{unknownKind, "unknown control message kind"}}) {
     SCOPED_TRACE(c.error);
-    auto transport = tensorpipe::transport::uv::create();
-    auto listener = transport->listen("127.0.0.1");
-    std::promise<std::shared_ptr<tensorpipe::transport::Connection>> accepted;
-    listener->accept([&](const tensorpipe::Error& error,
-                         std::shared_ptr<tensorpipe::transport::Connection> connection) {
-      accepted.set_value(error ? nullptr : connection);
-    });
-    auto hostile = transport->connect(listener->addr());
-    auto ours = accepted.get_future();
-    ASSERT_EQ(ours.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-    auto channel = context->createChannel({ours.get()}, tensorpipe::channel::Endpoint::kListen);
+    RawPeer peer(*context);
+    ASSERT_TRUE(peer.connected());
+    auto& hostile = peer.hostile;
+    auto& channel = peer.channel;
 
     std::promise<std::string> written;
     hostile->write(c.bytes.data(), c.bytes.size(), [&](const tensorpipe::Error& error) {
@@ -214,10 +238,7 @@ TEST(MtCmaHostilePeer, AMalformedControlMessageFailsTheChannelWithAClearError) {
     const std::string error = outcome.get();
     EXPECT_NE(error.find("rpcjob_cma: " + c.error), std::string::npos) << error;
 
-    channel->close();
-    hostile->close();
-    listener->close();
-    transport->join();
+    peer.close();
     written.get_future().wait();
   }
   context->join();
@@ -330,17 +351,15 @@ class ForgedRegion : public ::testing::Test {
   Outcome deliver(runtime::channels::MtCmaWire m, char* into) {
     auto context = runtime::channels::createMtCmaChannel(2);
     EXPECT_TRUE(context->isViable());
-    auto transport = tensorpipe::transport::uv::create();
-    auto listener = transport->listen("127.0.0.1");
-    std::promise<std::shared_ptr<tensorpipe::transport::Connection>> accepted;
-    listener->accept([&](const tensorpipe::Error& error,
-                         std::shared_ptr<tensorpipe::transport::Connection> connection) {
-      accepted.set_value(error ? nullptr : connection);
-    });
-    auto hostile = transport->connect(listener->addr());
-    auto ours = accepted.get_future();
-    EXPECT_EQ(ours.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-    auto channel = context->createChannel({ours.get()}, tensorpipe::channel::Endpoint::kListen);
+    RawPeer peer(*context);
+    EXPECT_TRUE(peer.connected());
+    if (!peer.connected()) {
+      peer.close();
+      context->join();
+      return Outcome{"no connection", 99};
+    }
+    auto& hostile = peer.hostile;
+    auto& channel = peer.channel;
     std::promise<uint32_t> acked;
     hostile->read([&](const tensorpipe::Error& error, const void* ptr, size_t length) {
       runtime::channels::MtCmaWire ack;
@@ -365,10 +384,7 @@ class ForgedRegion : public ::testing::Test {
     EXPECT_EQ(a.wait_for(std::chrono::seconds(10)), std::future_status::ready) << "no ack";
     outcome.recvError = r.get();
     outcome.ackStatus = a.get();
-    channel->close();
-    hostile->close();
-    listener->close();
-    transport->join();
+    peer.close();
     written.get_future().wait();
     context->join();
     return outcome;
