@@ -3,6 +3,7 @@
 #include "call_batch_state.h"
 #include "future_state.h"
 #include "rpcjob/runtime/errors.h"
+#include "spin_wait.h"
 #include "thread_pool.h"
 #include "trace/trace.h"
 
@@ -61,12 +62,10 @@ namespace {
 void awaitCompletion(detail::FutureState& state) {
   detail::flushCallBatch();  // the awaited call may be among those held
   if (state.done.load(std::memory_order_acquire)) return;
-  // A short spin first: a small call's answer often lands within microseconds,
-  // and sleeping on the condition variable costs a futex wake-up on each side.
-  for (int i = 0; i < 64 && !state.done.load(std::memory_order_acquire); ++i) {
-    std::this_thread::yield();
-  }
-  if (!state.done.load(std::memory_order_acquire)) {
+  // A short spin first (spin_wait.h): a small call's answer often lands within
+  // microseconds, and sleeping on the condition variable costs a futex wake-up
+  // on each side.
+  if (!spinUntil([&] { return state.done.load(std::memory_order_acquire); })) {
     trace::point("future.sleep");
     std::unique_lock<std::mutex> lock(state.mu);
     state.cv.wait(lock, [&] { return state.done.load(std::memory_order_acquire); });

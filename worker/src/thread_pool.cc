@@ -1,5 +1,6 @@
 #include "thread_pool.h"
 
+#include "spin_wait.h"
 #include "trace/trace.h"
 
 namespace rpcjob::runtime {
@@ -13,13 +14,19 @@ ThreadPool::~ThreadPool() {
 }
 
 bool ThreadPool::submit(std::function<void()> task) {
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return false;
     tasks_.push_back(std::move(task));
+    queued_.store(tasks_.size(), std::memory_order_release);
+    // A spinning thread takes it; otherwise a sleeping one must be woken. A
+    // spinner that gives up clears spinning_ before it looks at tasks_ under
+    // mu_, so either it sees this task there or this sees it no longer spin.
+    wake = sleepers_ > 0 && !spinning_.load(std::memory_order_acquire);
   }
   trace::point("pool.submit");
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
   return true;
 }
 
@@ -27,6 +34,7 @@ void ThreadPool::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    stopFlag_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
   for (auto& t : threads_) {
@@ -41,13 +49,31 @@ void ThreadPool::stop() {
 
 void ThreadPool::run() {
   for (;;) {
+    if (queued_.load(std::memory_order_acquire) == 0 &&
+        !spinning_.exchange(true, std::memory_order_acq_rel)) {
+      spinUntil([&] {
+        return queued_.load(std::memory_order_acquire) > 0 ||
+               stopFlag_.load(std::memory_order_acquire);
+      });
+      spinning_.store(false, std::memory_order_release);
+    }
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+      if (!stopping_ && tasks_.empty()) {
+        ++sleepers_;
+        cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+        --sleepers_;
+      }
       if (tasks_.empty()) return;
       task = std::move(tasks_.front());
       tasks_.pop_front();
+      queued_.store(tasks_.size(), std::memory_order_release);
+      // Tasks submitted while this thread spun woke no one: pass them on, or
+      // they would wait for this one's task to finish.
+      if (!tasks_.empty() && sleepers_ > 0 && !spinning_.load(std::memory_order_acquire)) {
+        cv_.notify_one();
+      }
     }
     trace::point("pool.run");
     task();

@@ -2,7 +2,12 @@
 // A fixed pool of threads running queued tasks in FIFO order: where functions
 // that may block and `then` continuations run, off TensorPipe's threads.
 // Thread safety: submit() from any thread; stop() once (the destructor calls it).
+//
+// A thread that finds the queue empty spins briefly before it sleeps
+// (spin_wait.h), one thread at a time: a task submitted meanwhile starts
+// without a futex wake-up, and submit() signals only when a thread sleeps.
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -28,6 +33,10 @@ class ThreadPool {
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
   bool stopping_ = false;
+  int sleepers_ = 0;                   // under mu_: threads waiting on cv_
+  std::atomic<size_t> queued_{0};      // tasks_.size(), read by the spinner unlocked
+  std::atomic<bool> spinning_{false};  // one thread spins at a time
+  std::atomic<bool> stopFlag_{false};
   std::vector<std::thread> threads_;
 };
 

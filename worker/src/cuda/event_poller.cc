@@ -1,5 +1,8 @@
 #include "event_poller.h"
 
+#include "../spin_wait.h"
+
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -18,6 +21,8 @@ struct EventPoller::State {
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
+  bool sleeping = false;           // under mu: the thread waits on cv
+  std::atomic<size_t> arrived{0};  // incoming.size(), polled unlocked while spinning
   std::deque<Waiting> incoming;
   std::thread thread;
 
@@ -25,12 +30,21 @@ struct EventPoller::State {
     std::vector<Waiting> waiting;
     int current = -1;
     for (;;) {
+      // Idle: spin briefly first (spin_wait.h), since the next transfer's
+      // event often follows within microseconds; a whenComplete meanwhile
+      // then needs no wake-up.
+      if (waiting.empty()) spinUntil([&] { return arrived.load(std::memory_order_acquire) > 0; });
       {
         std::unique_lock<std::mutex> lock(mu);
-        if (waiting.empty()) cv.wait(lock, [&] { return stop || !incoming.empty(); });
+        if (waiting.empty() && incoming.empty() && !stop) {
+          sleeping = true;
+          cv.wait(lock, [&] { return stop || !incoming.empty(); });
+          sleeping = false;
+        }
         if (stop) break;
         for (auto& w : incoming) waiting.push_back(std::move(w));
         incoming.clear();
+        arrived.store(0, std::memory_order_release);
       }
       bool progressed = false;
       for (size_t i = 0; i < waiting.size();) {
@@ -83,10 +97,13 @@ EventPoller::~EventPoller() {
 }
 
 void EventPoller::whenComplete(cudaEvent_t event, int device, Callback callback) {
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     if (!state_->stop) {
       state_->incoming.push_back({event, device, std::move(callback)});
+      state_->arrived.store(state_->incoming.size(), std::memory_order_release);
+      wake = state_->sleeping;
       if (!state_->thread.joinable()) state_->thread = std::thread([s = state_] { s->run(); });
       callback = nullptr;
     }
@@ -95,7 +112,7 @@ void EventPoller::whenComplete(cudaEvent_t event, int device, Callback callback)
     callback("event poller stopped");
     return;
   }
-  state_->cv.notify_one();
+  if (wake) state_->cv.notify_one();
 }
 
 }  // namespace rpcjob::runtime::cuda
