@@ -16,6 +16,7 @@
 
 #include "autograd_functions.h"
 #include "channels/mtcma/mtcma_channel.h"
+#include "lane/lane.h"
 #include "rpcjob/runtime/shared_host.h"
 
 namespace rpcjob::testing {
@@ -93,6 +94,9 @@ at::Tensor pipelineReference(const at::Tensor& x) {
   return two.forward(one.forward(x));
 }
 
+std::mutex arrivalsMu;
+std::vector<int64_t> arrivals;
+
 void markStarted() {
   started = true;
 }
@@ -107,6 +111,31 @@ void registerTestFunctions(runtime::Runtime& rt) {
     const auto c = runtime::channels::mtCmaCounters();
     return c10::IValue(c10::ivalue::Tuple::create(
         {static_cast<int64_t>(c.sharedReads), static_cast<int64_t>(c.cmaReads)}));
+  });
+  // This process's shared-memory lane counters: (lanes up, declined, failed,
+  // frames sent, frames received).
+  rt.registerFunction("lane_counters", [](const CallInfo&, Args) {
+    const auto c = runtime::lane::laneCounters();
+    return c10::IValue(c10::ivalue::Tuple::create(
+        {static_cast<int64_t>(c.lanesUp), static_cast<int64_t>(c.lanesDeclined),
+         static_cast<int64_t>(c.lanesFailed), static_cast<int64_t>(c.framesSent),
+         static_cast<int64_t>(c.framesReceived)}));
+  });
+  // Records the order in which its calls arrive (inline: on the reading
+  // thread, pipe or lane); "arrivals" returns them and starts again.
+  rt.registerFunction("record",
+                      [](const CallInfo&, Args args) {
+                        std::lock_guard<std::mutex> lock(arrivalsMu);
+                        arrivals.push_back(args.at(0).toInt());
+                        return c10::IValue();
+                      },
+                      {true});
+  rt.registerFunction("arrivals", [](const CallInfo&, Args) {
+    std::lock_guard<std::mutex> lock(arrivalsMu);
+    c10::List<int64_t> out;
+    for (int64_t a : arrivals) out.push_back(a);
+    arrivals.clear();
+    return c10::IValue(out);
   });
   // Whether the argument arrived in this process's shared arena.
   rt.registerFunction("is_shared_host", [](const CallInfo&, Args args) {

@@ -99,6 +99,7 @@ size_t encodedHeaderSize(const Header& h) {
                 std::min(h.error.size(), kMaxErrorLength);
   if (h.hasRRef) size += 2 * (4 + 8);
   if (h.hasAutograd) size += 8 + 8 + 4 + (h.requiresGrad.size() + 7) / 8;
+  if (h.hasOrder) size += kOrderBytes;
   return size;
 }
 
@@ -111,7 +112,8 @@ std::string encodeHeader(const Header& h, size_t spare) {
   w.u8(kVersion);
   w.u8(static_cast<uint8_t>(h.type));
   w.u8(static_cast<uint8_t>(h.errorKind));
-  w.u8((h.hasRRef ? kHasRRef : 0) | (h.hasAutograd ? kHasAutograd : 0));
+  w.u8((h.hasRRef ? kHasRRef : 0) | (h.hasAutograd ? kHasAutograd : 0) |
+       (h.hasOrder ? kHasOrder : 0));
   w.fixed<uint64_t>(h.id);
   w.fixed<uint32_t>(h.timeoutMs);
   w.str16(h.function, kMaxFunctionName);
@@ -132,6 +134,7 @@ std::string encodeHeader(const Header& h, size_t spare) {
       w.u8(bits);
     }
   }
+  if (h.hasOrder) w.fixed<uint64_t>(h.orderBefore);
   return w.take();
 }
 
@@ -170,6 +173,8 @@ std::string decodeHeader(const char* data, size_t size, Header& out) {
       }
     }
   }
+  out.hasOrder = (flags & kHasOrder) != 0;
+  out.orderBefore = out.hasOrder ? r.fixed<uint64_t>() : 0;
   out.inlinePayload = (flags & kInlinePayload) != 0;
   out.payloadOffset = out.payloadLength = 0;
   if (out.inlinePayload) {
@@ -187,12 +192,20 @@ std::string decodeHeader(const char* data, size_t size, Header& out) {
   if (errorKind > static_cast<uint8_t>(ErrorKind::kLast)) {
     return "unknown error kind " + std::to_string(errorKind);
   }
-  if ((flags & ~(kHasRRef | kHasAutograd | kInlinePayload)) != 0) {
+  if ((flags & ~(kHasRRef | kHasAutograd | kHasOrder | kInlinePayload)) != 0) {
     return "unknown flags " + std::to_string(flags);
   }
   out.type = static_cast<MessageType>(type);
   out.errorKind = static_cast<ErrorKind>(errorKind);
   return {};
+}
+
+void appendOrder(std::string& encodedHeader, uint64_t before) {
+  constexpr size_t kFlagsAt = 5;  // "RJ", version, type, errorKind, flags
+  encodedHeader[kFlagsAt] = static_cast<char>(encodedHeader[kFlagsAt] | kHasOrder);
+  char bytes[kOrderBytes];
+  std::memcpy(bytes, &before, sizeof(before));
+  encodedHeader.append(bytes, sizeof(bytes));
 }
 
 void appendInlinePayload(std::string& encodedHeader, const char* data, size_t size) {

@@ -13,6 +13,8 @@
 //   if flags & kHasAutograd: context i64 | sendId i64 | u32 tensor count +
 //     ceil(count / 8) bytes of bits, one per tensor of the value in walk order
 //     (autograd/tensor_walk.h): set for a tensor that requires grad |
+//   if flags & kHasOrder: u64, messages of the pipe's other path sent before
+//     this one (a pipe and its shared-memory lane: worker/src/lane/order.h) |
 //   if flags & kInlinePayload: the message's payload, u32 length + bytes (last)
 // A newer minor addition appends fields after these; a different version byte is
 // rejected so that mismatched builds fail loudly instead of misreading.
@@ -45,7 +47,12 @@ enum class MessageType : uint8_t {
   kRRefForkRequest,  // a user received a fork from a non-owner: register it
   kRRefChildAccept,  // the fork is registered: its parent may drop it
   kBatch,            // several tensorless messages in one payload (encodeBatch)
-  kLast = kBatch,
+  // A shared-memory lane (worker/src/lane/), only to a peer that offers one in
+  // its handshake descriptors (kLaneDescriptor): older peers never see these.
+  kLaneOffer,  // client -> server; payload: lane::encodeOffer
+  kLaneReply,  // server -> client; error empty: accepted, payload: the server's bell
+  kLaneStart,  // client -> server: its requests may take the lane from here on
+  kLast = kLaneStart,
 };
 
 enum class ErrorKind : uint8_t {
@@ -71,6 +78,12 @@ inline constexpr size_t kMaxAutogradTensors = size_t{1} << 20;
 // descriptor in their ring buffer (2 MiB) at once.
 inline constexpr uint8_t kInlinePayload = 4;
 inline constexpr size_t kMaxInlinePayload = 32 * 1024;
+// See kHasOrder in the layout above; only sent on pipes with a lane.
+inline constexpr uint8_t kHasOrder = 8;
+inline constexpr size_t kOrderBytes = 8;
+// The handshake descriptors' entry by which a worker says it takes lanes:
+// (kLaneDescriptor, [(boot id, pid namespace + ":" + pid)]).
+inline constexpr const char* kLaneDescriptor = "rpcjob_lane";
 
 struct GloballyUniqueId {
   int32_t worker = -1;
@@ -100,6 +113,9 @@ struct Header {
   int64_t autogradContext = 0;
   int64_t autogradSendId = 0;
   std::vector<bool> requiresGrad;
+  // kHasOrder: how many messages of the other path preceded this one.
+  bool hasOrder = false;
+  uint64_t orderBefore = 0;
   // Set by decodeHeader for kInlinePayload: where the payload lies in the
   // decoded bytes (the caller copies it out). encodeHeader ignores them.
   bool inlinePayload = false;
@@ -114,6 +130,9 @@ std::string encodeHeader(const Header& header, size_t spare = 0);
 size_t encodedHeaderSize(const Header& header);
 // Returns an empty string on success, else what is wrong.
 std::string decodeHeader(const char* data, size_t size, Header& out);
+// Appends the order field (kHasOrder) to an encoded header that has neither
+// it nor an inline payload yet.
+void appendOrder(std::string& encodedHeader, uint64_t before);
 // Appends `size` (at most kMaxInlinePayload) bytes of payload to an encoded
 // header and sets its kInlinePayload flag.
 void appendInlinePayload(std::string& encodedHeader, const char* data, size_t size);

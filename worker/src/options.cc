@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
+#include <string>
 
 #include "auth/handshake.h"
 #include "memory_limit.h"
@@ -52,6 +53,14 @@ void applyStartEnvironment(RuntimeOptions& options) {
 
 void applyEnvironment(RuntimeOptions& options) {
   applyStartEnvironment(options);
+  const char* laneOn = std::getenv("RPCJOB_LANE");
+  if (laneOn != nullptr && *laneOn != '\0') {
+    const std::string v = laneOn;
+    if (v != "0" && v != "1") {
+      throw std::invalid_argument("RPCJOB_LANE: '" + v + "' is neither 0 nor 1");
+    }
+    options.sharedMemoryLane = v == "1";
+  }
   const char* secretFile = std::getenv(kEnvSecretFile);
   if (secretFile != nullptr && *secretFile != '\0') {
     options.secret = auth::readSecretFile(secretFile);

@@ -15,6 +15,8 @@
 #include "autograd/container.h"
 #include "call_batch_state.h"
 #include "channel_selection.h"
+#include "lane/lane.h"
+#include "lane/poller.h"
 #include "memory_limit.h"
 #include "objects/objects.h"
 #include "rpcjob/assignment/environment.h"
@@ -186,6 +188,7 @@ void RuntimeImpl::start() {
 #if RPCJOB_WITH_CUDA
   deviceMaps_.appendHandshake(descriptors);  // device count and maps, for the peers' checks
 #endif
+  if (options_.sharedMemoryLane) descriptors.push_back({wire::kLaneDescriptor, laneDescriptor()});
   descriptorsBlob_ = wire::encodeChannelDescriptors(descriptors);
   // The listener must listen on every transport: a pipe first connects over uv
   // and TensorPipe then moves it to the best transport the listener offers.
@@ -332,6 +335,7 @@ void RuntimeImpl::serveAdmitted(std::shared_ptr<tensorpipe::Pipe> pipe) {
   readLoop(
       pipe, [this, server](IncomingMessage& msg) { onServerMessage(server, msg); },
       [this, server](const std::string& why, const wire::Header* refused) {
+        closeLane(server->writes);
         if (refused != nullptr && expectsAnswer(refused->type)) {
           refuse(server, *refused, why);
         } else {
@@ -345,13 +349,14 @@ void RuntimeImpl::serveAdmitted(std::shared_ptr<tensorpipe::Pipe> pipe) {
           }
         }
       },
-      server);
+      server, server->writes.order);
 }
 
 void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
                            std::function<void(IncomingMessage&)> onMessage, ReadErrorFn onError,
-                           std::shared_ptr<ServerPipe> server) {
+                           std::shared_ptr<ServerPipe> server, std::shared_ptr<lane::Order> order) {
   auto reader = std::make_shared<PipeReader>();
+  reader->order = std::move(order);
   reader->pipe = std::move(pipe);
   reader->onMessage = std::move(onMessage);
   reader->onError = std::move(onError);
@@ -399,7 +404,7 @@ void RuntimeImpl::readNext(std::shared_ptr<PipeReader> reader) {
                 return;
               }
               const bool corked = reader->server != nullptr && corkWrites(*reader->server);
-              std::string bad = dispatch(msg, reader->onMessage);
+              std::string bad = dispatch(msg, reader->onMessage, reader->order.get());
               // Its tensors and events go now, not when the next message comes: the
               // values own them, and a large tensor's memory must be free (or back in
               // its cache) once those are gone.
@@ -436,23 +441,44 @@ void RuntimeImpl::uncorkWrites(const std::shared_ptr<ServerPipe>& server) {
   flushWrites(server->pipe, server->writes, std::move(held), server);
 }
 
+namespace {
+
+// A message that follows lane frames goes once they went (lane/order.h).
+std::string deliverInOrder(IncomingMessage& msg,
+                           const std::function<void(IncomingMessage&)>& onMessage,
+                           lane::Order* order) {
+  if (order == nullptr || !msg.header.hasOrder) {
+    onMessage(msg);
+    return {};
+  }
+  std::string error;
+  if (!order->awaitLane(msg.header.orderBefore, error)) return error;
+  onMessage(msg);
+  order->pipeDispatched();
+  return {};
+}
+
+}  // namespace
+
 std::string RuntimeImpl::dispatch(IncomingMessage& msg,
-                                  const std::function<void(IncomingMessage&)>& onMessage) {
+                                  const std::function<void(IncomingMessage&)>& onMessage,
+                                  lane::Order* order) {
   // Read once if an observer asks for it; the calls of a batch share it.
   const EventTime arrived;
   msg.arrived = &arrived;
   std::string bad;
   if (msg.header.type == wire::MessageType::kBatch) {
-    bad = dispatchBatch(msg, onMessage);
+    bad = dispatchBatch(msg, onMessage, order);
   } else {
-    onMessage(msg);
+    bad = deliverInOrder(msg, onMessage, order);
   }
   msg.arrived = nullptr;
   return bad;
 }
 
 std::string RuntimeImpl::dispatchBatch(IncomingMessage& batch,
-                                       const std::function<void(IncomingMessage&)>& onMessage) {
+                                       const std::function<void(IncomingMessage&)>& onMessage,
+                                       lane::Order* order) {
   std::vector<wire::BatchEntry> entries;
   std::string bad = wire::decodeBatch(batch.payload.data(), batch.payload.size(), entries);
   if (!bad.empty()) return "bad batch: " + bad;
@@ -467,7 +493,8 @@ std::string RuntimeImpl::dispatchBatch(IncomingMessage& batch,
     if (sub.header.inlinePayload) return "an inline payload inside a batch";
     const char* payload = batch.payload.data() + e.payloadOffset;
     sub.payload.assign(payload, payload + e.payloadLength);
-    onMessage(sub);
+    bad = deliverInOrder(sub, onMessage, order);
+    if (!bad.empty()) return bad;
   }
   return {};
 }
@@ -555,14 +582,36 @@ void RuntimeImpl::startAdmitted(int rank, uint64_t generation,
       [this, rank, generation](IncomingMessage& msg) { onClientMessage(rank, generation, msg); },
       [this, rank, generation](const std::string& why, const wire::Header*) {
         failPeer(rank, generation, why);
-      });
+      },
+      nullptr, writes->order);
 }
 
 void RuntimeImpl::enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                                std::shared_ptr<OutgoingMessage> message,
-                               std::shared_ptr<void> keepAlive) {
+                               std::shared_ptr<void> keepAlive,
+                               std::shared_ptr<lane::Lane> activate) {
   {
-    std::lock_guard<std::mutex> lock(writes.mu);
+    std::unique_lock<std::mutex> lock(writes.mu);
+    if (activate) {  // the marker itself goes on the pipe, the first ordered message
+      writes.lane = std::move(activate);
+      writes.laneSent = 0;
+      writes.pipeSent = 1;
+      wire::appendOrder(message->header, 0);
+    } else if (writes.lane) {
+      std::string why;
+      switch (routeLocked(writes, *message, why)) {
+        case Routed::kLane:
+          lock.unlock();
+          recordServed(*message);
+          return;
+        case Routed::kBroken:
+          lock.unlock();
+          laneBroken(writes, why);
+          return;
+        case Routed::kPipe:
+          break;
+      }
+    }
     if (writes.busy) {
       writes.queued.push_back(std::move(message));
       return;
@@ -575,6 +624,32 @@ void RuntimeImpl::enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wr
 void RuntimeImpl::enqueueWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                                 std::vector<std::shared_ptr<OutgoingMessage>> messages,
                                 std::shared_ptr<void> keepAlive) {
+  if (messages.empty()) return;
+  std::vector<std::shared_ptr<OutgoingMessage>> onLane;
+  std::string broken;
+  {
+    std::lock_guard<std::mutex> lock(writes.mu);
+    if (writes.lane) {
+      size_t kept = 0;
+      for (auto& m : messages) {
+        std::string why;
+        const Routed r = broken.empty() ? routeLocked(writes, *m, why) : Routed::kBroken;
+        if (r == Routed::kLane) {
+          onLane.push_back(std::move(m));
+        } else if (r == Routed::kBroken) {
+          if (broken.empty()) broken = why;
+        } else {
+          messages[kept++] = std::move(m);
+        }
+      }
+      messages.resize(kept);
+    }
+  }
+  for (auto& m : onLane) recordServed(*m);
+  if (!broken.empty()) {
+    laneBroken(writes, broken);
+    return;
+  }
   if (messages.empty()) return;
   {
     std::lock_guard<std::mutex> lock(writes.mu);
@@ -678,6 +753,10 @@ bool RuntimeImpl::waitHandshake(int rank, Clock::time_point deadline, std::strin
 }
 
 void RuntimeImpl::onClientMessage(int rank, uint64_t generation, IncomingMessage& msg) {
+  if (msg.header.type == wire::MessageType::kLaneReply) {
+    onLaneReply(rank, generation, msg);
+    return;
+  }
   if (msg.header.type != wire::MessageType::kHelloReply) {
     trace::point("call.response", msg.header.id);
     auto pending = takePending(msg.header.id);
@@ -722,21 +801,24 @@ void RuntimeImpl::onClientMessage(int rank, uint64_t generation, IncomingMessage
       observer->channelSelected(c.peer, c.localDevice, c.remoteDevice, c.channel);
     }
   }
+  if (bad.empty()) offerLane(rank, generation, remote);
 }
 
 void RuntimeImpl::failPeer(int rank, uint64_t generation, const std::string& why) {
   Peer& peer = *peers_[rank];
   std::shared_ptr<tensorpipe::Pipe> broken;
+  std::shared_ptr<WriteQueue> brokenWrites;
   {
     std::lock_guard<std::mutex> lock(peer.mu);
     if (peer.generation != generation || !peer.pipe) return;
     broken = std::move(peer.pipe);
     peer.pipe.reset();
-    peer.writes.reset();
+    brokenWrites = std::move(peer.writes);
     peer.handshakeDone = false;
     peer.lastError = why;
   }
   peer.handshakeCv.notify_all();
+  if (brokenWrites) closeLane(*brokenWrites);
   broken->close();
   // Fail every call still waiting on that pipe; the next call dials again.
   std::vector<Pending> failed;

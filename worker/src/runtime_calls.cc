@@ -273,6 +273,11 @@ void RuntimeImpl::onServerMessage(const std::shared_ptr<ServerPipe>& server, Inc
       writeServer(server, makeRawMessage(reply, descriptorsBlob_));
       return;
     }
+    case wire::MessageType::kLaneOffer:
+      onLaneOffer(server, msg);
+      return;
+    case wire::MessageType::kLaneStart:  // ordered (lane/order.h): nothing more to do
+      return;
     case wire::MessageType::kCall:
     case wire::MessageType::kRemoteCall: {
       c10::IValue args;

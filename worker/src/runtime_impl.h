@@ -24,6 +24,7 @@
 #include "auth/pipe_gate.h"
 #include "future_state.h"
 #include "header_codec.h"
+#include "lane/order.h"
 #include "pending_calls.h"
 #include "rpcjob/runtime/runtime.h"
 #include "rref_context.h"
@@ -42,6 +43,10 @@ class Error;
 }  // namespace tensorpipe
 
 namespace rpcjob::runtime {
+namespace lane {
+class Lane;
+class Poller;
+}  // namespace lane
 namespace autograd {
 class Container;
 }
@@ -151,6 +156,15 @@ class RuntimeImpl {
     // server pipe. Kept here, not passed along with each message: a
     // std::function copy per write was an allocation per call.
     std::function<void(const std::string&)> onError;
+    // The pipe's shared-memory lane (runtime_lane.cc), under `mu`. Once set,
+    // small messages go on it and every message carries its order
+    // (wire::kHasOrder): `pipeSent` and `laneSent` count what went each way.
+    std::shared_ptr<lane::Lane> lane;
+    std::shared_ptr<lane::Lane> offered;  // a client's lane awaiting kLaneReply
+    uint64_t pipeSent = 0;
+    uint64_t laneSent = 0;
+    // The receiving side's order between this pipe's reads and its peer's lane.
+    std::shared_ptr<lane::Order> order = std::make_shared<lane::Order>();
   };
   // Our client side of the pipe to one peer.
   struct Peer {
@@ -195,7 +209,8 @@ class RuntimeImpl {
   // dispatched (WriteQueue).
   void readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
                 std::function<void(IncomingMessage&)> onMessage, ReadErrorFn onError,
-                std::shared_ptr<ServerPipe> server = nullptr);
+                std::shared_ptr<ServerPipe> server = nullptr,
+                std::shared_ptr<lane::Order> order = nullptr);
   // One pipe's read loop: what every read's callbacks need, made once per pipe
   // instead of moved into two fresh closures per message, and one message read
   // into again and again (its buffers' capacity kept; cleared after each
@@ -206,6 +221,7 @@ class RuntimeImpl {
     std::function<void(IncomingMessage&)> onMessage;
     ReadErrorFn onError;
     std::shared_ptr<ServerPipe> server;
+    std::shared_ptr<lane::Order> order;  // null: the pipe has no lane
     IncomingMessage msg;
   };
   void readNext(std::shared_ptr<PipeReader> reader);
@@ -216,12 +232,13 @@ class RuntimeImpl {
   // Hands a message just read to onMessage (each message of a batch, in turn),
   // with its arrival time set (IncomingMessage::arrived); an error string for a
   // malformed batch.
-  std::string dispatch(IncomingMessage& msg,
-                       const std::function<void(IncomingMessage&)>& onMessage);
+  std::string dispatch(IncomingMessage& msg, const std::function<void(IncomingMessage&)>& onMessage,
+                       lane::Order* order = nullptr);
   // Splits a kBatch message and hands each message in it to onMessage; an error
   // string for a malformed batch.
   std::string dispatchBatch(IncomingMessage& batch,
-                            const std::function<void(IncomingMessage&)>& onMessage);
+                            const std::function<void(IncomingMessage&)>& onMessage,
+                            lane::Order* order);
   std::shared_ptr<tensorpipe::Pipe> pipeTo(int rank, uint64_t& generation,
                                            std::shared_ptr<WriteQueue>* writes = nullptr);
   void connectLocked(Peer& peer);  // the caller starts the pipe once unlocked
@@ -237,8 +254,12 @@ class RuntimeImpl {
   // Writes `message` now, or queues it behind the writes in flight; write
   // failures go to writes.onError. `keepAlive` owns `writes`. Never called with
   // a lock held: TensorPipe may run the callbacks inline.
+  // `activate`: from this message on, the pipe's lane carries what it can
+  // (runtime_lane.cc); set under the same lock, so nothing sent on the pipe
+  // before goes unordered.
   void enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
-                    std::shared_ptr<OutgoingMessage> message, std::shared_ptr<void> keepAlive);
+                    std::shared_ptr<OutgoingMessage> message, std::shared_ptr<void> keepAlive,
+                    std::shared_ptr<lane::Lane> activate = nullptr);
   void flushWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                    std::vector<std::shared_ptr<OutgoingMessage>> messages,
                    std::shared_ptr<void> keepAlive);
@@ -268,6 +289,28 @@ class RuntimeImpl {
   void writeHeld(HeldRequests held);
 
  private:
+  // runtime_lane.cc: the shared-memory lane beside a pipe to a peer on this host.
+  enum class Routed { kPipe, kLane, kBroken };
+  // Under writes.mu: sends `message` on the lane when it may, else stamps it
+  // with its order for the pipe. kBroken: the lane's ring is broken (`why`).
+  Routed routeLocked(WriteQueue& writes, OutgoingMessage& message, std::string& why);
+  void laneBroken(WriteQueue& writes, const std::string& why);
+  // Ends the pipe's lane: its poller drops it, waits on its order end.
+  void closeLane(WriteQueue& writes);
+  wire::DeviceDescriptors laneDescriptor() const;
+  // The client, after the handshake: creates and offers a lane when the peer
+  // takes lanes and runs on this host.
+  void offerLane(int rank, uint64_t generation, const wire::ChannelDescriptors& remote);
+  void onLaneReply(int rank, uint64_t generation, IncomingMessage& msg);
+  void onLaneOffer(const std::shared_ptr<ServerPipe>& server, IncomingMessage& msg);
+  // The frames of a lane, turned into messages for `onMessage` as the pipe's are.
+  lane::Lane* prepareLane(const std::shared_ptr<lane::Lane>& lane,
+                          std::shared_ptr<lane::Order> order,
+                          std::function<void(IncomingMessage&)> onMessage,
+                          std::function<void(const std::string&)> onBroken, std::string& why);
+  lane::Poller* lanePoller(std::string& why);
+  void stopLanes();
+
   // The observer's serverCallFinished for the calls `message` answers, once it
   // is written (or its write failed: the call was served all the same).
   void recordServed(const OutgoingMessage& message);
@@ -377,6 +420,8 @@ class RuntimeImpl {
 #if RPCJOB_WITH_CUDA
   cuda::DeviceMapTable deviceMaps_;  // validated in start(), completed by handshakes
 #endif
+  std::mutex laneMu_;
+  std::unique_ptr<lane::Poller> poller_;  // the first lane starts it; shutdown stops it
   std::unique_ptr<RRefContext> rrefs_;
   std::unique_ptr<autograd::Container> autograd_;
   std::unique_ptr<class ShutdownCoordinator> shutdown_;

@@ -203,7 +203,7 @@ std::shared_ptr<OutgoingMessage> makeMessage(const wire::Header& header, const c
                                              [[maybe_unused]] const DeviceTargets* targets) {
   auto out = std::make_shared<OutgoingMessage>();
   if (value == nullptr) {
-    out->header = wire::encodeHeader(header);
+    out->header = wire::encodeHeader(header, wire::kOrderBytes);
     return out;
   }
   std::vector<at::Tensor> table;
@@ -226,8 +226,10 @@ std::shared_ptr<OutgoingMessage> makeMessage(const wire::Header& header, const c
   }
   out->hasPayload = true;
   // Room for the payload after the header, should it travel inline (toTensorpipe).
+  // And for the order field of a pipe with a lane (wire::appendOrder).
   out->header = wire::encodeHeader(
-      header, out->payload.size() <= wire::kMaxInlinePayload ? 4 + out->payload.size() : 0);
+      header, wire::kOrderBytes +
+                  (out->payload.size() <= wire::kMaxInlinePayload ? 4 + out->payload.size() : 0));
   out->tensors.reserve(table.size());
   for (auto& t : table) {
     if (t.layout() != c10::kStrided) throw badMessage("only strided (dense) tensors can be sent");

@@ -93,6 +93,7 @@ void RuntimeImpl::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline
     std::lock_guard<std::mutex> lock(listenerMu_);
     if (listener_) listener_->close();
   }
+  stopLanes();  // before the pipes: a reader may wait on a lane's frames
   if (context_) {
     context_->close();
     context_->join();

@@ -2,14 +2,13 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
 
+#include "peer_memfd.h"
 #include "shared_arena.h"
 
 namespace rpcjob::runtime::host_memory {
@@ -20,29 +19,16 @@ std::string describe(const PeerRegion& r) {
          std::to_string(r.fd) + ")";
 }
 
-std::string readLink(const std::string& path) {
-  char target[PATH_MAX];
-  const ssize_t n = ::readlink(path.c_str(), target, sizeof(target));
-  return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
+PeerMemfd fileOf(const PeerRegion& r) {
+  return PeerMemfd{r.pid,       r.fd,    regionName(r.token, r.id), r.offset, r.length,
+                   describe(r), "region"};
 }
 
 }  // namespace
 
 std::string checkPeerRegion(const PeerRegion& region, const std::string& link, int seals,
                             uint64_t fileSize) {
-  const std::string expected = "/memfd:" + regionName(region.token, region.id) + " (deleted)";
-  if (link != expected) {
-    return describe(region) + " is not that rpcjob region (it is \"" + link + "\")";
-  }
-  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
-    return describe(region) + " is not sealed against shrinking";
-  }
-  if (region.length > fileSize || region.offset > fileSize - region.length) {
-    return describe(region) + ": bytes [" + std::to_string(region.offset) + ", +" +
-           std::to_string(region.length) + ") lie outside its " + std::to_string(fileSize) +
-           " bytes";
-  }
-  return "";
+  return checkPeerMemfd(fileOf(region), link, seals, fileSize);
 }
 
 PeerMapping::~PeerMapping() {
@@ -60,28 +46,10 @@ size_t PeerMappings::maxBytesFromEnv() {
 
 std::shared_ptr<const PeerMapping> PeerMappings::open(const PeerRegion& region,
                                                       std::string& error) {
-  if (region.pid <= 0 || region.pid > INT_MAX || region.fd < 0 || region.fd > INT_MAX) {
-    error = describe(region) + ": no such process or descriptor";
-    return nullptr;
-  }
-  const std::string path =
-      "/proc/" + std::to_string(region.pid) + "/fd/" + std::to_string(region.fd);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int e = errno;
-    error = "cannot open " + describe(region) + ": " + std::strerror(e);
-    return nullptr;
-  }
-  struct stat st {};
-  const int seals = ::fcntl(fd, F_GET_SEALS);
-  const bool statted = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  error = checkPeerRegion(region, readLink("/proc/self/fd/" + std::to_string(fd)), seals,
-                          statted ? static_cast<uint64_t>(st.st_size) : 0);
-  if (!error.empty()) {
-    ::close(fd);
-    return nullptr;
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
+  uint64_t fileSize = 0;
+  const int fd = openPeerMemfd(fileOf(region), O_RDONLY, fileSize, error);
+  if (fd < 0) return nullptr;
+  const size_t size = static_cast<size_t>(fileSize);
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
   const int e = errno;
   ::close(fd);  // the mapping keeps the file

@@ -3,13 +3,9 @@
 // that rpcjob_cma's receiver copies from them with memcpy.
 //
 // The peer names a region in a control message: its pid, its token, the
-// region's id, the peer's fd number, and the range wanted. We open
-// /proc/<pid>/fd/<fd> (the kernel allows it under the same ptrace rules as
-// process_vm_readv: PTRACE_MODE_READ), then check what we opened, not what the
-// path named a moment before: /proc/self/fd/<ours> must read
-// "/memfd:rpcjob-<token>-<id> (deleted)", the file must be sealed against
-// shrinking (only memfds take seals; and a sealed file never loses the pages
-// our mapping reads, so no SIGBUS), and its size must cover the range. Then one
+// region's id, the peer's fd number, and the range wanted. We open it and check
+// it as peer_memfd.h says (the name "rpcjob-<token>-<id>", sealed against
+// shrinking, the range inside). Then one
 // MAP_SHARED, PROT_READ, MAP_POPULATE mapping of the whole region, kept in a
 // cache keyed by (pid, token, id) and bounded in bytes (least recently used
 // unmapped first): the peer's arena reuses its regions, so the next transfer

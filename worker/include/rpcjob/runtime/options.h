@@ -93,13 +93,20 @@ struct RuntimeOptions {
   // How long an accepted or dialled pipe may take to authenticate before it is
   // closed (RPCJOB_HANDSHAKE_TIMEOUT_MS).
   std::chrono::milliseconds handshakeTimeout{30000};
+
+  // Small messages to a worker on this host (same boot id and pid namespace)
+  // bypass TensorPipe through a shared-memory lane that a thread of the
+  // receiving process polls (worker/README.md, "The shared-memory lane").
+  // Everything else, and pipes to peers without it, go as before.
+  // RPCJOB_LANE=0|1.
+  bool sharedMemoryLane = true;
 };
 
 // RuntimeOptions settings from the environment, applied to `options`:
 // RPCJOB_MAX_MESSAGE_BYTES (a positive number of bytes), RPCJOB_SECRET_FILE (a
 // file holding the job secret), RPCJOB_HANDSHAKE_TIMEOUT_MS (milliseconds),
 // RPCJOB_START_PIPES (auto, full-mesh, leader, lazy), RPCJOB_FULL_MESH_MAX_WORKERS
-// (a positive number), RPCJOB_START_TIMEOUT_MS (milliseconds).
+// (a positive number), RPCJOB_START_TIMEOUT_MS (milliseconds), RPCJOB_LANE (0 or 1).
 // Throws std::invalid_argument for a value that is not one, or a secret file
 // that cannot be read or is too short (never echoing its content).
 void applyEnvironment(RuntimeOptions& options);

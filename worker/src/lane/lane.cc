@@ -1,0 +1,285 @@
+#include "lane.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <random>
+
+#include "host_memory/peer_memfd.h"
+
+namespace rpcjob::runtime::lane {
+namespace {
+
+std::atomic<uint64_t> gLanesUp{0}, gLanesDeclined{0}, gLanesFailed{0}, gFramesSent{0},
+    gFramesReceived{0};
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// "key=value;" pairs, values decimal. Pure.
+bool readField(const std::string& text, const char* key, uint64_t& out) {
+  const std::string k = std::string(key) + "=";
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t end = text.find(';', at);
+    if (end == std::string::npos) return false;
+    if (text.compare(at, k.size(), k) == 0) {
+      const std::string digits = text.substr(at + k.size(), end - at - k.size());
+      if (digits.empty() || digits.size() > 20) return false;
+      uint64_t v = 0;
+      for (char c : digits) {
+        if (c < '0' || c > '9') return false;
+        const uint64_t next = v * 10 + static_cast<uint64_t>(c - '0');
+        if (next / 10 != v) return false;  // overflow
+        v = next;
+      }
+      out = v;
+      return true;
+    }
+    at = end + 1;
+  }
+  return false;
+}
+
+uint64_t ringBytes(uint64_t capacity) {
+  return kControlBytes + 2 * capacity;
+}
+
+}  // namespace
+
+std::string laneName(uint64_t token) {
+  return "rpcjob-lane-" + hex(token);
+}
+std::string bellName(uint64_t token) {
+  return "rpcjob-lane-bell-" + hex(token);
+}
+
+uint64_t randomToken() {
+  static std::mt19937_64 rng{std::random_device{}()};
+  static std::atomic<uint64_t> counter{0};
+  return rng() ^ (counter.fetch_add(1) * 0x9E3779B97F4A7C15ull);
+}
+
+std::string encodeOffer(const LaneOffer& o) {
+  auto field = [](const char* k, uint64_t v) {
+    return std::string(k) + "=" + std::to_string(v) + ";";
+  };
+  return field("pid", static_cast<uint64_t>(o.pid)) + field("fd", static_cast<uint64_t>(o.fd + 1)) +
+         field("token", o.token) + field("capacity", o.capacity) +
+         field("bell_fd", static_cast<uint64_t>(o.bellFd + 1)) + field("bell_token", o.bellToken);
+}
+
+std::string decodeOffer(const char* data, size_t size, LaneOffer& out) {
+  if (size > 512) return "a lane offer of " + std::to_string(size) + " bytes";
+  const std::string text(data, size);
+  uint64_t pid, fd, token, capacity, bellFd, bellToken;
+  if (!readField(text, "pid", pid) || !readField(text, "fd", fd) ||
+      !readField(text, "token", token) || !readField(text, "capacity", capacity) ||
+      !readField(text, "bell_fd", bellFd) || !readField(text, "bell_token", bellToken)) {
+    return "a malformed lane offer";
+  }
+  if (pid == 0 || pid > INT32_MAX || fd > INT32_MAX || bellFd == 0 || bellFd > INT32_MAX) {
+    return "a lane offer with an impossible pid or descriptor";
+  }
+  if (fd != 0 && !validCapacity(capacity)) {
+    return "a lane offer with a capacity of " + std::to_string(capacity);
+  }
+  out.pid = static_cast<int64_t>(pid);
+  out.fd = static_cast<int64_t>(fd) - 1;
+  out.token = token;
+  out.capacity = capacity;
+  out.bellFd = static_cast<int64_t>(bellFd) - 1;
+  out.bellToken = bellToken;
+  return "";
+}
+
+std::unique_ptr<SharedFile> SharedFile::create(const std::string& name, uint64_t bytes,
+                                               std::string& error) {
+  const int fd = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    error = std::string("memfd_create: ") + std::strerror(errno);
+    return nullptr;
+  }
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    error = std::string("cannot size or seal the lane: ") + std::strerror(errno);
+    ::close(fd);
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    error = std::string("cannot map the lane: ") + std::strerror(errno);
+    ::close(fd);
+    return nullptr;
+  }
+  return std::unique_ptr<SharedFile>(new SharedFile(static_cast<char*>(p), bytes, fd));
+}
+
+std::unique_ptr<SharedFile> SharedFile::openPeer(int64_t pid, int64_t fd, const std::string& name,
+                                                 uint64_t bytes, const std::string& what,
+                                                 std::string& error) {
+  host_memory::PeerMemfd file{pid, fd, name, 0, bytes, what, "lane"};
+  uint64_t size = 0;
+  const int ours = host_memory::openPeerMemfd(file, O_RDWR, size, error);
+  if (ours < 0) return nullptr;
+  if (size != bytes) {
+    error = what + " has " + std::to_string(size) + " bytes, not " + std::to_string(bytes);
+    ::close(ours);
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, ours, 0);
+  const int e = errno;
+  ::close(ours);  // the mapping keeps the file
+  if (p == MAP_FAILED) {
+    error = "cannot map " + what + ": " + std::strerror(e);
+    return nullptr;
+  }
+  return std::unique_ptr<SharedFile>(new SharedFile(static_cast<char*>(p), bytes, -1));
+}
+
+SharedFile::~SharedFile() {
+  ::munmap(base_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+LaneCounters laneCounters() {
+  LaneCounters c;
+  c.lanesUp = gLanesUp.load();
+  c.lanesDeclined = gLanesDeclined.load();
+  c.lanesFailed = gLanesFailed.load();
+  c.framesSent = gFramesSent.load();
+  c.framesReceived = gFramesReceived.load();
+  return c;
+}
+void countLaneUp() {
+  gLanesUp++;
+}
+void countLaneDeclined() {
+  gLanesDeclined++;
+}
+
+Lane::Lane(Side side, std::unique_ptr<SharedFile> file, uint64_t token, uint64_t capacity)
+    : side_(side), file_(std::move(file)), token_(token), capacity_(capacity) {
+  char* base = file_->base();
+  auto* requests = reinterpret_cast<RingControl*>(base);
+  auto* responses = reinterpret_cast<RingControl*>(base + sizeof(RingControl));
+  char* requestData = base + kControlBytes;
+  char* responseData = requestData + capacity;
+  if (side == Side::kClient) {
+    out_ = RingProducer(requests, requestData, capacity);
+    in_ = RingConsumer(responses, responseData, capacity);
+  } else {
+    out_ = RingProducer(responses, responseData, capacity);
+    in_ = RingConsumer(requests, requestData, capacity);
+  }
+  frame_.reserve(1024);
+}
+
+std::shared_ptr<Lane> Lane::create(uint64_t capacity, std::string& error) {
+  if (!validCapacity(capacity)) {
+    error = "bad lane capacity " + std::to_string(capacity);
+    return nullptr;
+  }
+  const uint64_t token = randomToken();
+  auto file = SharedFile::create(laneName(token), ringBytes(capacity), error);
+  if (!file) return nullptr;
+  new (file->base()) RingControl();
+  new (file->base() + sizeof(RingControl)) RingControl();
+  return std::shared_ptr<Lane>(new Lane(Side::kClient, std::move(file), token, capacity));
+}
+
+std::shared_ptr<Lane> Lane::open(const LaneOffer& offer, std::string& error) {
+  if (!validCapacity(offer.capacity)) {
+    error = "bad lane capacity " + std::to_string(offer.capacity);
+    return nullptr;
+  }
+  const std::string what = "lane " + laneName(offer.token) + " of pid " +
+                           std::to_string(offer.pid) + " (fd " + std::to_string(offer.fd) + ")";
+  auto file = SharedFile::openPeer(offer.pid, offer.fd, laneName(offer.token),
+                                   ringBytes(offer.capacity), what, error);
+  if (!file) return nullptr;
+  return std::shared_ptr<Lane>(
+      new Lane(Side::kServer, std::move(file), offer.token, offer.capacity));
+}
+
+LaneOffer Lane::offer() const {
+  LaneOffer o;
+  o.pid = ::getpid();
+  o.fd = file_->fd();
+  o.token = token_;
+  o.capacity = capacity_;
+  return o;
+}
+
+void Lane::setReceiver(Receive receive, Broken broken) {
+  receive_ = std::move(receive);
+  broken_ = std::move(broken);
+}
+
+void Lane::setPeerBell(std::unique_ptr<SharedFile> bell) {
+  peerBell_ = std::move(bell);
+}
+
+RingControl* Lane::incomingControl() const {
+  char* base = file_->base();
+  return reinterpret_cast<RingControl*>(side_ == Side::kClient ? base + sizeof(RingControl) : base);
+}
+
+RingProducer::Status Lane::send(const char* data, size_t size, std::string* error) {
+  if (closed()) return RingProducer::Status::kClosed;
+  const RingProducer::Status s = out_.tryWrite(data, size, error);
+  if (s != RingProducer::Status::kOk) return s;
+  ringBell(*reinterpret_cast<Bell*>(peerBell_->base()));
+  framesSent_.fetch_add(1, std::memory_order_relaxed);
+  gFramesSent.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
+int Lane::poll(int max) {
+  int delivered = 0;
+  while (delivered < max && !closed()) {
+    const char* data;
+    size_t size;
+    std::string error;
+    const RingConsumer::Status s = in_.peek(&data, &size, &error);
+    if (s == RingConsumer::Status::kEmpty) break;
+    if (s == RingConsumer::Status::kBroken) {
+      fail("the peer broke the shared-memory lane: " + error);
+      break;
+    }
+    // A private copy: the peer may write the ring's bytes while we parse them.
+    frame_.assign(data, data + size);
+    const Delivery d = receive_(frame_.data(), frame_.size(), error);
+    blocked_ = d == Delivery::kBlocked;
+    if (blocked_) break;
+    if (d == Delivery::kFailed) {
+      fail("a bad frame on the shared-memory lane: " + error);
+      break;
+    }
+    in_.consume();
+    framesReceived_.fetch_add(1, std::memory_order_relaxed);
+    gFramesReceived.fetch_add(1, std::memory_order_relaxed);
+    ++delivered;
+  }
+  return delivered;
+}
+
+void Lane::fail(const std::string& why) {
+  if (closed_.exchange(true)) return;
+  gLanesFailed++;
+  if (broken_) broken_(why);
+}
+
+void Lane::close() {
+  closed_.store(true, std::memory_order_release);
+}
+
+}  // namespace rpcjob::runtime::lane

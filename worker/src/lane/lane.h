@@ -1,0 +1,145 @@
+#pragma once
+// A lane: two rings (ring.h) in one memfd that two workers on one host share,
+// beside the TensorPipe pipe between them: requests from the pipe's client to
+// its server, responses back. Small messages take it (RuntimeImpl decides
+// which: runtime_lane.cc); everything else, and connection set-up and failure
+// detection, stays on the pipe.
+//
+// The client creates the memfd ("rpcjob-lane-<token>", sealed against
+// shrinking and growing) and offers it over the pipe (LaneOffer: its pid, the
+// descriptor, the token, the rings' capacity, and its process's bell). The
+// server opens it through /proc/<pid>/fd with peer_memfd.h's checks, maps it
+// read-write, and answers with its own bell. Each process's Poller (poller.h)
+// reads the rings it consumes; whoever publishes rings the other's bell.
+//
+// Layout: page 0 holds the request ring's control, then the response ring's
+// (RingControl, 128 bytes each); then `capacity` bytes of request data and
+// `capacity` of response data. Nothing else in the mapping is read: the offer
+// says the capacity, and the file's size is checked against it.
+//
+// Thread-safety: send() is called under the owner's write lock (one producer);
+// poll() only on the poller's thread; close() anywhere.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "order.h"
+#include "ring.h"
+
+namespace rpcjob::runtime::lane {
+
+inline constexpr uint64_t kDefaultCapacity = uint64_t{1} << 20;
+inline constexpr uint64_t kControlBytes = 4096;
+
+std::string laneName(uint64_t token);
+std::string bellName(uint64_t token);
+uint64_t randomToken();
+
+struct LaneOffer {
+  int64_t pid = 0;
+  int64_t fd = -1;  // the lane's memfd (offer) or nothing (-1: an answer)
+  uint64_t token = 0;
+  uint64_t capacity = 0;
+  int64_t bellFd = -1;  // the sender's process's bell
+  uint64_t bellToken = 0;
+};
+std::string encodeOffer(const LaneOffer& offer);
+// "" or why the bytes are no offer. Pure.
+std::string decodeOffer(const char* data, size_t size, LaneOffer& out);
+
+// A memfd of `bytes`, sealed, mapped read-write here; or a peer's, opened and
+// checked (peer_memfd.h) and mapped read-write. Unmapped and closed at the end.
+class SharedFile {
+ public:
+  static std::unique_ptr<SharedFile> create(const std::string& name, uint64_t bytes,
+                                            std::string& error);
+  static std::unique_ptr<SharedFile> openPeer(int64_t pid, int64_t fd, const std::string& name,
+                                              uint64_t bytes, const std::string& what,
+                                              std::string& error);
+  ~SharedFile();
+  char* base() const { return base_; }
+  int fd() const { return fd_; }
+
+ private:
+  SharedFile(char* base, uint64_t size, int fd) : base_(base), size_(size), fd_(fd) {}
+  char* base_;
+  uint64_t size_;
+  int fd_;  // ours (create): kept open for the peer to open; -1 for a peer's
+};
+
+// Process-wide, since start: what tests and rpcjob-bench read.
+struct LaneCounters {
+  uint64_t lanesUp = 0;        // lanes this process sends on
+  uint64_t lanesDeclined = 0;  // offers that did not lead to one (either side)
+  uint64_t lanesFailed = 0;    // lanes closed for a broken peer
+  uint64_t framesSent = 0;
+  uint64_t framesReceived = 0;
+};
+LaneCounters laneCounters();
+void countLaneUp();
+void countLaneDeclined();
+
+class Lane {
+ public:
+  enum class Side { kClient, kServer };
+  // Hands a frame (a private copy) to the runtime: kBlocked leaves it in the
+  // ring for later; kFailed closes the lane with `error`.
+  using Receive = std::function<Delivery(const char* data, size_t size, std::string& error)>;
+  using Broken = std::function<void(const std::string& why)>;
+
+  static std::shared_ptr<Lane> create(uint64_t capacity, std::string& error);
+  static std::shared_ptr<Lane> open(const LaneOffer& offer, std::string& error);
+
+  Side side() const { return side_; }
+  LaneOffer offer() const;  // without the bell (the caller's)
+  // Set before the poller sees the lane.
+  void setReceiver(Receive receive, Broken broken);
+  // The peer's bell, rung after each frame sent.
+  void setPeerBell(std::unique_ptr<SharedFile> bell);
+
+  // Sends one frame if the ring has room now (never waits: the poller may be
+  // the sender, and two full rings would wait on each other). kOk counted.
+  RingProducer::Status send(const char* data, size_t size, std::string* error);
+  bool canSend() const { return peerBell_ != nullptr && !closed(); }
+  uint64_t maxFrame() const { return out_.maxFrame(); }
+
+  // The poller: delivers up to `max` frames; how many. A broken ring or a
+  // failed delivery closes the lane and calls `broken` once.
+  int poll(int max);
+  bool hasData() const { return !closed() && in_.hasData(); }
+  // Its next frame waits for the pipe (Order): whose dispatch rings the poller.
+  bool blocked() const { return blocked_; }
+
+  void close();
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
+  uint64_t framesSent() const { return framesSent_.load(std::memory_order_relaxed); }
+  uint64_t framesReceived() const { return framesReceived_.load(std::memory_order_relaxed); }
+
+  // Tests: the shared control of the ring this side consumes.
+  RingControl* incomingControl() const;
+
+ private:
+  Lane(Side side, std::unique_ptr<SharedFile> file, uint64_t token, uint64_t capacity);
+  void fail(const std::string& why);
+
+  Side side_;
+  std::unique_ptr<SharedFile> file_;
+  uint64_t token_;
+  uint64_t capacity_;
+  RingProducer out_;
+  RingConsumer in_;
+  std::unique_ptr<SharedFile> peerBell_;
+  Receive receive_;
+  Broken broken_;
+  bool blocked_ = false;     // the poller's
+  std::vector<char> frame_;  // the frame being delivered, copied out of the ring
+  std::atomic<bool> closed_{false};
+  std::atomic<uint64_t> framesSent_{0};
+  std::atomic<uint64_t> framesReceived_{0};
+};
+
+}  // namespace rpcjob::runtime::lane

@@ -1,0 +1,63 @@
+#pragma once
+// The thread that reads a runtime's incoming lanes (lane.h): every ring this
+// process consumes, in turn. After its last frame it spins for the spin budget
+// (RPCJOB_LANE_SPIN_US, default 100 us: a call's answer usually comes within
+// it, and waking a sleeping thread costs several microseconds, more on a
+// virtual machine), then announces that it sleeps on its bell (a memfd of its
+// own, which peers map to ring it) and waits on the bell's futex; any
+// producer's frame wakes it. Idle, it costs nothing but that spin after each
+// burst. It also wakes every 100 ms on its own, to drop closed lanes.
+//
+// Frames are delivered on this thread (inline functions run here, answers
+// complete futures here: no hand-off). Thread-safe.
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lane.h"
+
+namespace rpcjob::runtime::lane {
+
+// RPCJOB_LANE_SPIN_US, else 100.
+std::chrono::microseconds spinFromEnvironment();
+
+class Poller {
+ public:
+  // The bell's memfd is made now: `error` says why not (no lane then).
+  Poller(std::chrono::microseconds spin, std::string& error);
+  ~Poller();  // stop()
+  Poller(const Poller&) = delete;
+  Poller& operator=(const Poller&) = delete;
+
+  // What peers need to ring us (LaneOffer's bellFd, bellToken).
+  int64_t bellFd() const;
+  uint64_t bellToken() const { return bellToken_; }
+
+  // Starts polling `lane` (and the thread, with the first lane).
+  void add(std::shared_ptr<Lane> lane);
+  // Rings our own bell: a blocked lane may go on, a lane closed, stop.
+  void wake();
+  // Closes every lane, then joins the thread. Idempotent.
+  void stop();
+  bool onPollerThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+ private:
+  void loop();
+  Bell& bell() const;
+
+  const std::chrono::microseconds spin_;
+  uint64_t bellToken_ = 0;
+  std::unique_ptr<SharedFile> bellFile_;
+  std::mutex mu_;
+  std::vector<std::shared_ptr<Lane>> lanes_;  // under mu_; the thread copies it
+  std::atomic<uint64_t> version_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace rpcjob::runtime::lane

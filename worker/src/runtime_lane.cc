@@ -1,0 +1,335 @@
+// The shared-memory lane beside a pipe (lane/): set-up after the handshake,
+// routing each message to the lane or the pipe in one order, and the frames'
+// way back into the same dispatch as the pipe's messages.
+#include <unistd.h>
+
+#include <tensorpipe/tensorpipe.h>
+
+#include <fstream>
+#include <iostream>
+
+#include "lane/lane.h"
+#include "lane/poller.h"
+#include "runtime_impl.h"
+
+namespace rpcjob::runtime {
+namespace {
+
+std::string firstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string pidNamespace() {
+  char buf[256];
+  const ssize_t n = ::readlink("/proc/self/ns/pid", buf, sizeof(buf));
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+// Declines and broken lanes are expected (another pid namespace, no ptrace
+// rights): performance degrades, nothing breaks. Said once per process.
+void logOnce(const std::string& line) {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) std::cerr << line << " (said once)\n";
+}
+
+// A message the lane may carry: no tensor for a channel, a payload that could
+// travel inline, all of it within the ring's frame limit.
+bool laneEligible(const OutgoingMessage& m, uint64_t maxFrame) {
+  if (!m.tensors.empty()) return false;
+  if (m.hasPayload && m.payload.size() > wire::kMaxInlinePayload) return false;
+  return m.header.size() + wire::kOrderBytes + 4 + m.payload.size() <= maxFrame;
+}
+
+bool isLaneMessage(wire::MessageType t, bool toServer) {
+  switch (t) {
+    case wire::MessageType::kCall:
+    case wire::MessageType::kRemoteCall:
+    case wire::MessageType::kRRefFetch:
+    case wire::MessageType::kRRefUserDelete:
+    case wire::MessageType::kRRefForkRequest:
+    case wire::MessageType::kRRefChildAccept:
+      return toServer;
+    case wire::MessageType::kResponse:
+    case wire::MessageType::kError:
+      return !toServer;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+wire::DeviceDescriptors RuntimeImpl::laneDescriptor() const {
+  return {{firstLine("/proc/sys/kernel/random/boot_id"),
+           pidNamespace() + ":" + std::to_string(::getpid())}};
+}
+
+lane::Poller* RuntimeImpl::lanePoller(std::string& why) {
+  std::lock_guard<std::mutex> lock(laneMu_);
+  if (closed_) {
+    why = "shutting down";
+    return nullptr;
+  }
+  if (!poller_) {
+    auto poller = std::make_unique<lane::Poller>(lane::spinFromEnvironment(), why);
+    if (poller->bellFd() < 0) return nullptr;
+    poller_ = std::move(poller);
+  }
+  return poller_.get();
+}
+
+void RuntimeImpl::stopLanes() {
+  std::unique_ptr<lane::Poller> poller;
+  {
+    std::lock_guard<std::mutex> lock(laneMu_);
+    poller = std::move(poller_);
+  }
+  // Waits on the lanes' order end first: a pipe's reader may wait for frames.
+  {
+    std::lock_guard<std::mutex> lock(serverMu_);
+    for (auto& s : serverPipes_) s->writes.order->fail();
+  }
+  for (auto& peer : peers_) {
+    std::lock_guard<std::mutex> lock(peer->mu);
+    if (peer->writes) peer->writes->order->fail();
+  }
+  if (poller) poller->stop();
+}
+
+lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
+                                     std::shared_ptr<lane::Order> order,
+                                     std::function<void(IncomingMessage&)> onMessage,
+                                     std::function<void(const std::string&)> onBroken,
+                                     std::string& why) {
+  lane::Poller* poller = lanePoller(why);
+  if (poller == nullptr) return nullptr;
+  const bool toServer = lane->side() == lane::Lane::Side::kServer;
+  auto msg = std::make_shared<IncomingMessage>();  // reused for every frame
+  lane->setReceiver(
+      [this, msg, order, onMessage = std::move(onMessage), toServer](const char* data, size_t size,
+                                                                     std::string& error) {
+        wire::Header& h = msg->header;
+        error = wire::decodeHeader(data, size, h);
+        if (!error.empty()) return lane::Delivery::kFailed;
+        if (!h.hasOrder) {
+          error = "a frame without its order";
+          return lane::Delivery::kFailed;
+        }
+        if (!isLaneMessage(h.type, toServer)) {
+          error = "a message of type " + std::to_string(static_cast<int>(h.type)) + " on the lane";
+          return lane::Delivery::kFailed;
+        }
+        const lane::Delivery d = order->mayDeliver(h.orderBefore, error);
+        if (d != lane::Delivery::kDelivered) return d;
+        if (h.inlinePayload)
+          msg->payload.assign(data + h.payloadOffset, data + h.payloadOffset + h.payloadLength);
+        const EventTime arrived;
+        msg->arrived = &arrived;
+        onMessage(*msg);
+        msg->clear();
+        order->laneDispatched();
+        return lane::Delivery::kDelivered;
+      },
+      [this, order, onBroken = std::move(onBroken)](const std::string& why) {
+        order->fail();
+        std::cerr << "rpcjob: worker '" << self().name << "': " << why << "\n";
+        onBroken(why);
+      });
+  order->setWake([poller] { poller->wake(); });
+  poller->add(lane);
+  return lane.get();
+}
+
+RuntimeImpl::Routed RuntimeImpl::routeLocked(WriteQueue& writes, OutgoingMessage& m,
+                                             std::string& why) {
+  lane::Lane& l = *writes.lane;
+  if (l.canSend() && laneEligible(m, l.maxFrame())) {
+    const size_t size = m.header.size();
+    const char flags = m.header[5];
+    wire::appendOrder(m.header, writes.pipeSent);
+    if (m.hasPayload) wire::appendInlinePayload(m.header, m.payload.data(), m.payload.size());
+    const lane::RingProducer::Status s = l.send(m.header.data(), m.header.size(), &why);
+    if (s == lane::RingProducer::Status::kOk) {
+      writes.laneSent++;
+      return Routed::kLane;
+    }
+    m.header.resize(size);  // a full ring: the pipe takes it
+    m.header[5] = flags;
+    if (s == lane::RingProducer::Status::kBroken) return Routed::kBroken;
+  }
+  wire::appendOrder(m.header, writes.laneSent);
+  writes.pipeSent++;
+  return Routed::kPipe;
+}
+
+void RuntimeImpl::laneBroken(WriteQueue& writes, const std::string& why) {
+  std::cerr << "rpcjob: worker '" << self().name
+            << "': the peer broke the shared-memory lane: " << why << "\n";
+  closeLane(writes);
+  if (writes.onError) writes.onError("the peer broke the shared-memory lane: " + why);
+}
+
+void RuntimeImpl::closeLane(WriteQueue& writes) {
+  std::shared_ptr<lane::Lane> lane, offered;
+  {
+    std::lock_guard<std::mutex> lock(writes.mu);
+    lane = writes.lane;  // kept: later messages stay ordered (they fail anyway)
+    offered = std::move(writes.offered);
+  }
+  writes.order->fail();
+  if (lane) lane->close();
+  if (offered) offered->close();
+}
+
+void RuntimeImpl::offerLane(int rank, uint64_t generation, const wire::ChannelDescriptors& remote) {
+  if (!options_.sharedMemoryLane) return;
+  const wire::DeviceDescriptors* theirs = nullptr;
+  for (const auto& [name, devices] : remote) {
+    if (name == wire::kLaneDescriptor) theirs = &devices;
+  }
+  if (theirs == nullptr || theirs->size() != 1) return;  // an older peer, or lanes off there
+  const auto ours = laneDescriptor();
+  const std::string& where = (*theirs)[0].second;
+  const size_t colon = where.rfind(':');
+  if ((*theirs)[0].first != ours[0].first || colon == std::string::npos ||
+      where.substr(0, colon) != ours[0].second.substr(0, ours[0].second.rfind(':')) ||
+      ::access(("/proc/" + where.substr(colon + 1)).c_str(), F_OK) != 0) {
+    return;  // another host or pid namespace: the pipe alone
+  }
+  Peer& peer = *peers_[rank];
+  std::shared_ptr<tensorpipe::Pipe> pipe;
+  std::shared_ptr<WriteQueue> writes;
+  {
+    std::lock_guard<std::mutex> lock(peer.mu);
+    if (peer.generation != generation || !peer.pipe) return;
+    pipe = peer.pipe;
+    writes = peer.writes;
+  }
+  std::string why;
+  std::shared_ptr<lane::Lane> lane = lane::Lane::create(lane::kDefaultCapacity, why);
+  lane::Lane* prepared =
+      lane ? prepareLane(
+                 lane, writes->order,
+                 [this, rank, generation](IncomingMessage& m) {
+                   onClientMessage(rank, generation, m);
+                 },
+                 [this, rank, generation](const std::string& w) { failPeer(rank, generation, w); },
+                 why)
+           : nullptr;
+  if (prepared == nullptr) {
+    lane::countLaneDeclined();
+    logOnce("rpcjob: worker '" + self().name + "': no shared-memory lane to '" +
+            workers_[rank].name + "': " + why);
+    return;
+  }
+  lane::LaneOffer offer = lane->offer();
+  {
+    std::string unused;
+    lane::Poller* poller = lanePoller(unused);
+    if (poller == nullptr) return;
+    offer.bellFd = poller->bellFd();
+    offer.bellToken = poller->bellToken();
+  }
+  {
+    std::lock_guard<std::mutex> lock(writes->mu);
+    writes->offered = lane;
+  }
+  wire::Header h;
+  h.type = wire::MessageType::kLaneOffer;
+  enqueueWrite(pipe, *writes, makeRawMessage(h, lane::encodeOffer(offer)), writes);
+}
+
+void RuntimeImpl::onLaneReply(int rank, uint64_t generation, IncomingMessage& msg) {
+  Peer& peer = *peers_[rank];
+  std::shared_ptr<tensorpipe::Pipe> pipe;
+  std::shared_ptr<WriteQueue> writes;
+  {
+    std::lock_guard<std::mutex> lock(peer.mu);
+    if (peer.generation != generation || !peer.pipe) return;
+    pipe = peer.pipe;
+    writes = peer.writes;
+  }
+  std::shared_ptr<lane::Lane> lane;
+  {
+    std::lock_guard<std::mutex> lock(writes->mu);
+    lane = std::move(writes->offered);
+  }
+  if (!lane) return;  // none offered: a confused peer; nothing to do
+  std::string why = msg.header.error;
+  lane::LaneOffer bell;
+  std::unique_ptr<lane::SharedFile> bellFile;
+  if (why.empty()) why = lane::decodeOffer(msg.payload.data(), msg.payload.size(), bell);
+  if (why.empty()) {
+    bellFile =
+        lane::SharedFile::openPeer(bell.pid, bell.bellFd, lane::bellName(bell.bellToken), 4096,
+                                   "the lane bell of pid " + std::to_string(bell.pid), why);
+  }
+  if (!bellFile) {
+    // The server may send on the lane anyway (it accepted): our poller keeps
+    // reading it; only our requests stay on the pipe.
+    if (!msg.header.error.empty()) lane->close();
+    lane::countLaneDeclined();
+    logOnce("rpcjob: worker '" + self().name + "': worker '" + workers_[rank].name +
+            "' declined a shared-memory lane: " + why);
+    return;
+  }
+  lane->setPeerBell(std::move(bellFile));
+  lane::countLaneUp();
+  wire::Header h;
+  h.type = wire::MessageType::kLaneStart;
+  enqueueWrite(pipe, *writes, makeMessage(h, nullptr), writes, lane);
+}
+
+void RuntimeImpl::onLaneOffer(const std::shared_ptr<ServerPipe>& server, IncomingMessage& msg) {
+  std::string why;
+  lane::LaneOffer offer;
+  std::shared_ptr<lane::Lane> lane;
+  std::unique_ptr<lane::SharedFile> bellFile;
+  if (!options_.sharedMemoryLane) why = "shared-memory lanes are off here (RPCJOB_LANE=0)";
+  if (why.empty()) why = lane::decodeOffer(msg.payload.data(), msg.payload.size(), offer);
+  if (why.empty()) lane = lane::Lane::open(offer, why);
+  if (lane) {
+    bellFile =
+        lane::SharedFile::openPeer(offer.pid, offer.bellFd, lane::bellName(offer.bellToken), 4096,
+                                   "the lane bell of pid " + std::to_string(offer.pid), why);
+  }
+  lane::Poller* poller = nullptr;
+  if (bellFile) {
+    lane->setPeerBell(std::move(bellFile));
+    if (prepareLane(
+            lane, server->writes.order,
+            // Weak: the pipe holds the lane, which holds these.
+            [this, weak = std::weak_ptr<ServerPipe>(server)](IncomingMessage& m) {
+              if (auto server = weak.lock()) onServerMessage(server, m);
+            },
+            [weak = std::weak_ptr<ServerPipe>(server)](const std::string&) {
+              if (auto server = weak.lock()) server->pipe->close();
+            },
+            why) != nullptr) {
+      poller = lanePoller(why);
+    }
+  }
+  wire::Header reply;
+  reply.type = wire::MessageType::kLaneReply;
+  if (poller == nullptr) {
+    if (lane) lane->close();
+    lane::countLaneDeclined();
+    logOnce("rpcjob: worker '" + self().name + "': declined a shared-memory lane from '" +
+            callerOf(server->callerRank).name + "': " + why);
+    reply.error = why.empty() ? "no lane" : why;
+    writeServer(server, makeMessage(reply, nullptr));
+    return;
+  }
+  lane::LaneOffer ours;
+  ours.pid = ::getpid();
+  ours.bellFd = poller->bellFd();
+  ours.bellToken = poller->bellToken();
+  lane::countLaneUp();
+  enqueueWrite(server->pipe, server->writes, makeRawMessage(reply, lane::encodeOffer(ours)), server,
+               lane);
+}
+
+}  // namespace rpcjob::runtime
