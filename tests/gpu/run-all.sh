@@ -345,6 +345,9 @@ if want bench; then
       timeout 120 $B/worker/rpcjob-bench --json >"$L/cpu_bench-$k.json" 2>>"$L/bench.err"
       echo "cpu rpcjob-bench run $k: $(cat "$L/cpu_bench-$k.json")" >>"$S"
     done
+    # The same without the shared-memory lane (small messages through TensorPipe).
+    RPCJOB_LANE=0 timeout 120 $B/worker/rpcjob-bench --json >"$L/cpu_bench-nolane.json" 2>>"$L/bench.err"
+    echo "cpu rpcjob-bench, lane off (RPCJOB_LANE=0): $(cat "$L/cpu_bench-nolane.json")" >>"$S"
     cp "$L/cpu_bench-1.json" "$L/cpu_bench.json"
   fi
   python3 benchmarks/gpu/table.py "$R" "$L/cpu_bench.json" | tee "$OUT/table.md"
