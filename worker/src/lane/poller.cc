@@ -1,5 +1,6 @@
 #include "poller.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -48,7 +49,13 @@ void Poller::add(std::shared_ptr<Lane> lane) {
     }
     lanes_.push_back(std::move(lane));
     version_.fetch_add(1);
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    if (!thread_.joinable())
+      thread_ = std::thread([this] {
+        // Threads inherit their creator's name: without this the poller, started
+        // from a TensorPipe callback, shows as TP_SHM_reactor in top and perf.
+        pthread_setname_np(pthread_self(), "rpcjob_lane");
+        loop();
+      });
   }
   wake();
 }
