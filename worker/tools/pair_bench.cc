@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -187,7 +188,11 @@ PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& co
   r.smallRttP99Us = percentile(us, 0.99);
 
   double best = 0, bestBatched = 0;
-  for (int round = 0; round < 3; ++round) {
+  // RPCJOB_BENCH_ASYNC_ROUNDS=N (default 3): a longer async phase, to profile it
+  // (benchmarks/profile/perf-record.sh); the figure stays the best round.
+  const char* roundsEnv = std::getenv("RPCJOB_BENCH_ASYNC_ROUNDS");
+  const int rounds = roundsEnv != nullptr && std::atoi(roundsEnv) > 0 ? std::atoi(roundsEnv) : 3;
+  for (int round = 0; round < rounds; ++round) {
     best = std::max(best, asyncCallRate(rt, peer, config.asyncCalls, false));
     bestBatched = std::max(bestBatched, asyncCallRate(rt, peer, config.asyncCalls, true));
   }
