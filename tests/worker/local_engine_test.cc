@@ -286,6 +286,14 @@ TEST(LocalEngineTest, HooksAndAnomalyModeGoToLibtorchsEngine) {
   runLocalBackward({edgeOf(z.sum())}, {at::ones({})}, {edgeOf(x)}, &reason);
   EXPECT_NE(reason, "") << "retain_grad";
 
+  // A hook on a captured leaf: whichever engine runs, the gradient is libtorch's.
+  at::Tensor hooked = leaf({3});
+  hooked.register_hook([](const at::Tensor& g) { return g * 10; });
+  at::Tensor viaLeaf = (hooked * 3).sum();
+  Tensors expected = runLibtorchBackward({edgeOf(viaLeaf)}, {at::ones({})}, {edgeOf(hooked)});
+  g = runLocalBackward({edgeOf(viaLeaf)}, {at::ones({})}, {edgeOf(hooked)}, &reason);
+  EXPECT_TRUE(at::allclose(g[0], expected[0])) << g[0] << " vs " << expected[0] << ": " << reason;
+
   at::Tensor plain = x.cos().sum();
   ta::AnomalyMode::set_enabled(true);
   g = runLocalBackward({edgeOf(plain)}, {at::ones({})}, {edgeOf(x)}, &reason);
