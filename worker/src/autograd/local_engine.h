@@ -24,8 +24,10 @@
 // runs, to libtorch's engine: nodes with hooks, anomaly mode, nodes on devices
 // other than CPU and CUDA (see worker/README.md, "Distributed autograd").
 //
-// Thread safety: a pass touches only its own state and the graph's nodes (as
-// the engine, it may run concurrently with other passes over other graphs).
+// Thread safety: a pass keeps its state to itself; passes on several threads
+// may share nodes (a node reached by two gradient messages), which then run
+// concurrently, as CPU nodes do under libtorch's engine (its nodes lock
+// themselves while they run).
 
 #include <torch/csrc/autograd/edge.h>
 
