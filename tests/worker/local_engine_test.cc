@@ -8,6 +8,7 @@
 #include "autograd/local_engine.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <gtest/gtest.h>
