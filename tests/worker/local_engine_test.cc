@@ -53,7 +53,9 @@ Tensors expectSameAsLibtorch(const ta::edge_list& roots, const Tensors& grads,
     EXPECT_EQ(actual[i].sizes(), expected[i].sizes()) << what << ": output " << i;
     EXPECT_EQ(actual[i].scalar_type(), expected[i].scalar_type()) << what << ": output " << i;
     EXPECT_EQ(actual[i].layout(), expected[i].layout()) << what << ": output " << i;
-    EXPECT_TRUE(at::allclose(dense(actual[i]), dense(expected[i]), 1e-6, 1e-8))
+    const bool fp64 = actual[i].scalar_type() == at::kDouble;
+    EXPECT_TRUE(
+        at::allclose(dense(actual[i]), dense(expected[i]), fp64 ? 1e-6 : 1e-4, fp64 ? 1e-8 : 1e-5))
         << what << ": output " << i << "\n"
         << actual[i] << "\nvs\n"
         << expected[i];
@@ -420,8 +422,8 @@ TEST(LocalEngineTest, CudaStreamsMatchLibtorch) {
       c10::Event ready(c10::DeviceType::CUDA);
       ready.record(impl.getDefaultStream(device));
       ready.block(side);
-      at::Tensor h = x.matmul(w);
-      u = h.sin() + h * h;  // a diamond on the side stream
+      at::Tensor h = x.matmul(w) * (1.0 / 32);  // entries of about 1
+      u = h.sin() + h * h;                      // a diamond on the side stream
       v = (h.exp() * 1e-3).sum();
       c10::Event done(c10::DeviceType::CUDA);
       done.record(side);
