@@ -236,6 +236,19 @@ class Pass {
           return "Function " + t.node->name() + " has an input on " + c10::DeviceTypeName(type);
         }
       }
+      if (t.needed) {
+        // The engine lets a running node skip the gradient of an input no
+        // output needs (task_should_compute_output, through its current graph
+        // task, which is not ours to set): here it would compute it, and a
+        // formula libtorch leaves unimplemented would fail.
+        const auto& edges = t.node->next_edges();
+        for (size_t i = 0; i < edges.size(); ++i) {
+          if (edges[i].function && !tasks_[index_.at(edges[i].function.get())].executes()) {
+            return "Function " + t.node->name() + " has an input no output needs (" +
+                   std::to_string(i) + ")";
+          }
+        }
+      }
       t.stream = nodeStream(*t.node);
     }
     return {};

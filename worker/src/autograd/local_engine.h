@@ -22,7 +22,9 @@
 //   produced the captured gradients (the engine's leaf streams).
 // What it cannot do faithfully goes, whole pass and decided before any node
 // runs, to libtorch's engine: nodes with hooks, anomaly mode, nodes on devices
-// other than CPU and CUDA (see worker/README.md, "Distributed autograd").
+// other than CPU and CUDA, and a node that runs with an input no output needs
+// (the engine tells it, through its current graph task, to skip that
+// gradient). See worker/README.md, "Distributed autograd".
 //
 // Thread safety: a pass keeps its state to itself; passes on several threads
 // may share nodes (a node reached by two gradient messages), which then run
