@@ -1,7 +1,6 @@
 #include "autograd/container.h"
 
 #include <c10/util/Exception.h>
-#include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/autograd/variable.h>
@@ -10,6 +9,7 @@
 #include <unordered_set>
 
 #include "autograd/gradient_wire.h"
+#include "autograd/local_engine.h"
 #include "autograd/stream_handoff.h"
 #include "autograd/tensor_walk.h"
 #include "future_state.h"
@@ -270,11 +270,19 @@ Future Container::propagate(const std::shared_ptr<ContextState>& ctx,
   if (outputs.empty()) return Future::fromValue(c10::IValue());
   // The graph is always kept: a part shared by several SendRecords runs once
   // per gradient message reaching it (by linearity the sums are the same).
-  // The engine captures instead of accumulating: nothing lands in .grad.
+  // The pass captures instead of accumulating: nothing lands in .grad.
+  // On this thread (local_engine.h) unless RPCJOB_AUTOGRAD_ENGINE=libtorch.
   trace::point("autograd.engine", static_cast<uint64_t>(ctx->id()));
-  torch::autograd::variable_list captured = torch::autograd::Engine::get_default_engine().execute(
-      roots, grads, /*keep_graph=*/true, /*create_graph=*/false, /*accumulate_grad=*/false,
-      outputs);
+  std::vector<at::Tensor> captured;
+  if (autogradEngine() == AutogradEngine::kThread) {
+    std::string libtorchReason;
+    captured = runLocalBackward(roots, std::move(grads), outputs, &libtorchReason);
+    if (!libtorchReason.empty()) {
+      trace::point("autograd.engine.libtorch", static_cast<uint64_t>(ctx->id()));
+    }
+  } else {
+    captured = runLibtorchBackward(roots, std::move(grads), outputs);
+  }
   trace::point("autograd.engine.done", static_cast<uint64_t>(ctx->id()));
   size_t k = 0;
   for (const auto& leaf : ends.leaves) {
