@@ -28,11 +28,11 @@ bool canAccumulateInPlace(const at::Tensor& v) {
 
 void accumulate(at::Tensor& slot, at::Tensor&& var) {
   if (slot.is_sparse() || slot.is_sparse_csr()) {
-    slot = canAccumulateInPlace(var) ? var.add_(slot) : var + slot;
+    slot = canAccumulateInPlace(var) ? var.add_(slot) : var.add(slot);
   } else if (canAccumulateInPlace(slot) && !var.is_sparse() && !var.is_sparse_csr()) {
     slot.add_(var);
   } else {
-    slot = slot + var;
+    slot = slot.add(var);
   }
 }
 
