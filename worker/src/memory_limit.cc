@@ -1,11 +1,11 @@
 #include "memory_limit.h"
 
+#include "cgroup_files.h"
+
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
-#include <sstream>
 
 namespace rpcjob::runtime {
 
@@ -30,37 +30,6 @@ std::optional<std::uint64_t> parseCgroupMemoryLimit(const std::string& contents)
   return value;
 }
 
-namespace {
-
-// The whole file; empty when it cannot be read.
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// This process's group in one hierarchy, from the text of /proc/self/cgroup:
-// the v2 one ("0::/path") for `controller` empty, else the v1 one holding
-// `controller` ("4:memory:/path"). Empty when there is none.
-std::string ownCgroup(const std::string& procSelfCgroup, const std::string& controller) {
-  std::istringstream in(procSelfCgroup);
-  for (std::string line; std::getline(in, line);) {
-    const auto first = line.find(':');
-    const auto second = line.find(':', first + 1);
-    if (first == std::string::npos || second == std::string::npos) continue;
-    const std::string controllers = line.substr(first + 1, second - first - 1);
-    const bool match =
-        controller.empty()
-            ? line.compare(0, first, "0") == 0 && controllers.empty()
-            : ("," + controllers + ",").find("," + controller + ",") != std::string::npos;
-    if (match) return line.substr(second + 1);
-  }
-  return {};
-}
-
-}  // namespace
-
 std::uint64_t memoryLimitBytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long pageSize = sysconf(_SC_PAGE_SIZE);
@@ -70,7 +39,7 @@ std::uint64_t memoryLimitBytes() {
   // The smallest limit found: our own group's (cgroup v2, and v1's memory
   // controller) and the one at each mount point (a container's own group).
   // Limits of enclosing groups are not read.
-  const std::string groups = readFile("/proc/self/cgroup");
+  const std::string groups = readWholeFile("/proc/self/cgroup");
   const std::string v2 = ownCgroup(groups, "");
   const std::string v1 = ownCgroup(groups, "memory");
   for (const std::string& path :
@@ -79,7 +48,7 @@ std::uint64_t memoryLimitBytes() {
         v1.empty() ? std::string() : "/sys/fs/cgroup/memory" + v1 + "/memory.limit_in_bytes",
         std::string("/sys/fs/cgroup/memory/memory.limit_in_bytes")}) {
     if (path.empty()) continue;
-    if (auto group = parseCgroupMemoryLimit(readFile(path))) limit = std::min(limit, *group);
+    if (auto group = parseCgroupMemoryLimit(readWholeFile(path))) limit = std::min(limit, *group);
   }
   return limit;
 }

@@ -6,40 +6,30 @@
 // interrupt through the hypervisor, 20-55 us on the GPU hosts we measure (a
 // pool hand-off 44-54 us, the event poller's 24-32 us,
 // benchmarks/results/2026-11-24-h200x1-trace.md), more than a whole small call.
-// A thread that polls for a short while after its last piece of work sees the
-// next one within a microsecond when work comes in bursts (a training step's
-// messages, a caller's next call), and still sleeps when it does not.
+// A thread that polls for a while after its last piece of work sees the next
+// one within a microsecond when work keeps coming (a training step's messages
+// every few hundred microseconds, a caller's next call), and still sleeps when
+// it does not.
 //
-// The spin yields between polls, so on a machine with fewer cores than busy
-// threads the thread doing the work is not starved. RPCJOB_SPIN_US sets the
-// budget (default 50; 0: never spin), read once per process.
+// The spin yields between polls, so where threads outnumber cores the thread
+// doing the work is not starved. The budget (spinBudget()) is
+// RPCJOB_SPIN_US, else defaultSpinBudget(availableCpus()); read once.
 
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <thread>
 
 namespace rpcjob::runtime {
 
-inline std::chrono::microseconds spinBudget() {
-  static const std::chrono::microseconds budget = [] {
-    const char* text = std::getenv("RPCJOB_SPIN_US");
-    if (text == nullptr || *text == '\0') return std::chrono::microseconds(50);
-    char* end = nullptr;
-    long value = std::strtol(text, &end, 10);
-    // A malformed value keeps the default, said once, rather than stopping a
-    // worker: it only tunes latency against CPU use.
-    if (end == text || *end != '\0' || value < 0 || value > 1000000) {
-      std::fprintf(
-          stderr,
-          "rpcjob: RPCJOB_SPIN_US=%s is not a number of microseconds in [0, 1000000]; using 50\n",
-          text);
-      return std::chrono::microseconds(50);
-    }
-    return std::chrono::microseconds(value);
-  }();
-  return budget;
-}
+// 1 ms with at least 8 CPUs to spare (a training step's hand-offs come every
+// few hundred microseconds: the recipe's 10 iterations on one H200 took
+// 0.012-0.0145 s with 1 ms against 0.0147-0.0191 s with 50 us), else 50 us
+// (a small pod: a spin there is CPU the work needs, or throttled time under a
+// quota). Pure.
+std::chrono::microseconds defaultSpinBudget(double availableCpus);
+
+// RPCJOB_SPIN_US (0: never spin) or the default; a malformed value is said on
+// stderr once and the default used (it tunes latency against CPU, nothing more).
+std::chrono::microseconds spinBudget();
 
 // Polls `ready` (yielding in between) until it returns true or `budget` ran
 // out; returns its last answer.
