@@ -57,3 +57,26 @@ TEST(SpinBudget, LongOnlyWhereCpusAreToSpare) {
 
 }  // namespace
 }  // namespace rpcjob::runtime
+
+namespace rpcjob::runtime {
+namespace {
+
+// The pool and the event poller spin long only while work keeps coming: a gap
+// longer than the budget brings the next spin down to 50 us.
+TEST(AdaptiveSpin, LongWhileWorkKeepsComingShortAfterALongGap) {
+  setenv("RPCJOB_SPIN_US", "400", 1);  // before anything in this process reads it
+  ASSERT_EQ(spinBudget().count(), 400);
+  AdaptiveSpin spin;
+  EXPECT_EQ(spin.budget().count(), 400);  // no gap seen yet
+  spin.idleEnded(std::chrono::steady_clock::now() - std::chrono::microseconds(100));
+  EXPECT_EQ(spin.budget().count(), 400);
+  spin.idleEnded(std::chrono::steady_clock::now() - std::chrono::microseconds(1500));
+  EXPECT_EQ(spin.budget().count(), 400);  // under four budgets: still coming
+  spin.idleEnded(std::chrono::steady_clock::now() - std::chrono::milliseconds(5));
+  EXPECT_EQ(spin.budget().count(), 50);
+  spin.idleEnded(std::chrono::steady_clock::now() - std::chrono::microseconds(300));
+  EXPECT_EQ(spin.budget().count(), 400);
+}
+
+}  // namespace
+}  // namespace rpcjob::runtime

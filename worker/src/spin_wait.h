@@ -15,7 +15,10 @@
 // doing the work is not starved. The budget (spinBudget()) is
 // RPCJOB_SPIN_US, else defaultSpinBudget(availableCpus()); read once.
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 namespace rpcjob::runtime {
@@ -30,6 +33,28 @@ std::chrono::microseconds defaultSpinBudget(double availableCpus);
 // RPCJOB_SPIN_US (0: never spin) or the default; a malformed value is said on
 // stderr once and the default used (it tunes latency against CPU, nothing more).
 std::chrono::microseconds spinBudget();
+
+// The budget for a thread whose work comes at a rate of its own: the full
+// budget while the last idle gap was shorter than four of it (work keeps
+// coming: a training step's hand-offs, which one spin misses now and then), 50
+// us at most after a longer one (work is rare:
+// a long spin would only take CPU from whoever is busy meanwhile, as it took it
+// from the 400 MB round trip's copy threads on the GPU host). Thread-safe.
+class AdaptiveSpin {
+ public:
+  std::chrono::microseconds budget() const {
+    const auto full = spinBudget();
+    const auto gap = std::chrono::nanoseconds(lastGapNs_.load(std::memory_order_relaxed));
+    return gap < 4 * full ? full : std::min(full, std::chrono::microseconds(50));
+  }
+  // A thread that went idle at `since` has work again now.
+  void idleEnded(std::chrono::steady_clock::time_point since) {
+    lastGapNs_.store((std::chrono::steady_clock::now() - since).count(), std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<int64_t> lastGapNs_{0};
+};
 
 // Polls `ready` (yielding in between) until it returns true or `budget` ran
 // out; returns its last answer.

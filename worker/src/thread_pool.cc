@@ -1,6 +1,5 @@
 #include "thread_pool.h"
 
-#include "spin_wait.h"
 #include "trace/trace.h"
 
 namespace rpcjob::runtime {
@@ -49,12 +48,18 @@ void ThreadPool::stop() {
 
 void ThreadPool::run() {
   for (;;) {
-    if (queued_.load(std::memory_order_acquire) == 0 &&
-        !spinning_.exchange(true, std::memory_order_acq_rel)) {
-      spinUntil([&] {
-        return queued_.load(std::memory_order_acquire) > 0 ||
-               stopFlag_.load(std::memory_order_acquire);
-      });
+    const auto idleSince = std::chrono::steady_clock::now();
+    // Only the spinning thread times the gaps between tasks: a thread that
+    // slept through a busy spell has seen none of them.
+    const bool spun = queued_.load(std::memory_order_acquire) == 0 &&
+                      !spinning_.exchange(true, std::memory_order_acq_rel);
+    if (spun) {
+      spinUntil(
+          [&] {
+            return queued_.load(std::memory_order_acquire) > 0 ||
+                   stopFlag_.load(std::memory_order_acquire);
+          },
+          spin_.budget());
       spinning_.store(false, std::memory_order_release);
     }
     std::function<void()> task;
@@ -75,6 +80,7 @@ void ThreadPool::run() {
         cv_.notify_one();
       }
     }
+    if (spun) spin_.idleEnded(idleSince);
     trace::point("pool.run");
     task();
   }

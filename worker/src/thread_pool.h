@@ -4,8 +4,8 @@
 // Thread safety: submit() from any thread; stop() once (the destructor calls it).
 //
 // A thread that finds the queue empty spins briefly before it sleeps
-// (spin_wait.h), one thread at a time: a task submitted meanwhile starts
-// without a futex wake-up, and submit() signals only when a thread sleeps.
+// (spin_wait.h, AdaptiveSpin: long while tasks keep coming), one thread at a time: a task submitted
+// meanwhile starts without a futex wake-up, and submit() signals only when a thread sleeps.
 
 #include <atomic>
 #include <condition_variable>
@@ -14,6 +14,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "spin_wait.h"
 
 namespace rpcjob::runtime {
 
@@ -37,6 +39,7 @@ class ThreadPool {
   std::atomic<size_t> queued_{0};      // tasks_.size(), read by the spinner unlocked
   std::atomic<bool> spinning_{false};  // one thread spins at a time
   std::atomic<bool> stopFlag_{false};
+  AdaptiveSpin spin_;
   std::vector<std::thread> threads_;
 };
 

@@ -21,8 +21,10 @@ struct EventPoller::State {
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
-  bool sleeping = false;           // under mu: the thread waits on cv
-  std::atomic<size_t> arrived{0};  // incoming.size(), polled unlocked while spinning
+  bool sleeping = false;  // under mu: the thread waits on cv
+  std::atomic<size_t> arrived{0};
+  AdaptiveSpin
+      spin;  // long while events keep coming  // incoming.size(), polled unlocked while spinning
   std::deque<Waiting> incoming;
   std::thread thread;
 
@@ -33,7 +35,11 @@ struct EventPoller::State {
       // Idle: spin briefly first (spin_wait.h), since the next transfer's
       // event often follows within microseconds; a whenComplete meanwhile
       // then needs no wake-up.
-      if (waiting.empty()) spinUntil([&] { return arrived.load(std::memory_order_acquire) > 0; });
+      const auto idleSince = std::chrono::steady_clock::now();
+      const bool idle = waiting.empty();
+      if (idle) {
+        spinUntil([&] { return arrived.load(std::memory_order_acquire) > 0; }, spin.budget());
+      }
       {
         std::unique_lock<std::mutex> lock(mu);
         if (waiting.empty() && incoming.empty() && !stop) {
@@ -46,6 +52,7 @@ struct EventPoller::State {
         incoming.clear();
         arrived.store(0, std::memory_order_release);
       }
+      if (idle) spin.idleEnded(idleSince);
       bool progressed = false;
       for (size_t i = 0; i < waiting.size();) {
         if (waiting[i].device != current) {
