@@ -55,6 +55,21 @@ enum class MessageType : uint8_t {
   kLast = kLaneStart,
 };
 
+// The requests a server answers by id (kResponse or kError): their caller waits.
+inline bool expectsAnswer(MessageType type) {
+  switch (type) {
+    case MessageType::kCall:
+    case MessageType::kRemoteCall:
+    case MessageType::kRRefFetch:
+    case MessageType::kRRefUserDelete:
+    case MessageType::kRRefForkRequest:
+    case MessageType::kRRefChildAccept:
+      return true;
+    default:
+      return false;
+  }
+}
+
 enum class ErrorKind : uint8_t {
   kNone = 0,
   kRemoteException,  // the function threw

@@ -84,21 +84,6 @@ RpcError connectionError(const std::string& peer, const std::string& why) {
                   "connection to worker '" + peer + "' failed: " + why);
 }
 
-// The messages a server answers by id (kResponse or kError): its caller waits.
-bool expectsAnswer(wire::MessageType type) {
-  switch (type) {
-    case wire::MessageType::kCall:
-    case wire::MessageType::kRemoteCall:
-    case wire::MessageType::kRRefFetch:
-    case wire::MessageType::kRRefUserDelete:
-    case wire::MessageType::kRRefForkRequest:
-    case wire::MessageType::kRRefChildAccept:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // A peer's death must fail calls, not end this process: TensorPipe's socket
 // writes to a dead peer raise SIGPIPE, whose default action kills. A handler
 // the application installed is left alone.
@@ -336,7 +321,7 @@ void RuntimeImpl::serveAdmitted(std::shared_ptr<tensorpipe::Pipe> pipe) {
       pipe, [this, server](IncomingMessage& msg) { onServerMessage(server, msg); },
       [this, server](const std::string& why, const wire::Header* refused) {
         closeLane(server->writes);
-        if (refused != nullptr && expectsAnswer(refused->type)) {
+        if (refused != nullptr && wire::expectsAnswer(refused->type)) {
           refuse(server, *refused, why);
         } else {
           server->pipe->close();

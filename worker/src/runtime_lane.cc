@@ -43,21 +43,11 @@ bool laneEligible(const OutgoingMessage& m, uint64_t maxFrame) {
   return m.header.size() + wire::kOrderBytes + 4 + m.payload.size() <= maxFrame;
 }
 
+// Which messages a lane frame may carry: requests towards the server, their
+// answers back.
 bool isLaneMessage(wire::MessageType t, bool toServer) {
-  switch (t) {
-    case wire::MessageType::kCall:
-    case wire::MessageType::kRemoteCall:
-    case wire::MessageType::kRRefFetch:
-    case wire::MessageType::kRRefUserDelete:
-    case wire::MessageType::kRRefForkRequest:
-    case wire::MessageType::kRRefChildAccept:
-      return toServer;
-    case wire::MessageType::kResponse:
-    case wire::MessageType::kError:
-      return !toServer;
-    default:
-      return false;
-  }
+  if (wire::expectsAnswer(t)) return toServer;
+  return !toServer && (t == wire::MessageType::kResponse || t == wire::MessageType::kError);
 }
 
 }  // namespace
