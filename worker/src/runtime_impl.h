@@ -302,6 +302,10 @@ class RuntimeImpl {
   // takes lanes and runs on this host.
   void offerLane(int rank, uint64_t generation, const wire::ChannelDescriptors& remote);
   void onLaneReply(int rank, uint64_t generation, IncomingMessage& msg);
+  // The client pipe to `rank` and its writes while that pipe is still
+  // `generation` (false: it failed or was replaced since).
+  bool currentClientPipe(int rank, uint64_t generation, std::shared_ptr<tensorpipe::Pipe>& pipe,
+                         std::shared_ptr<WriteQueue>& writes);
   void onLaneOffer(const std::shared_ptr<ServerPipe>& server, IncomingMessage& msg);
   // The frames of a lane, turned into messages for `onMessage` as the pipe's are.
   lane::Lane* prepareLane(const std::shared_ptr<lane::Lane>& lane,

@@ -189,15 +189,9 @@ void RuntimeImpl::offerLane(int rank, uint64_t generation, const wire::ChannelDe
       ::access(("/proc/" + where.substr(colon + 1)).c_str(), F_OK) != 0) {
     return;  // another host or pid namespace: the pipe alone
   }
-  Peer& peer = *peers_[rank];
   std::shared_ptr<tensorpipe::Pipe> pipe;
   std::shared_ptr<WriteQueue> writes;
-  {
-    std::lock_guard<std::mutex> lock(peer.mu);
-    if (peer.generation != generation || !peer.pipe) return;
-    pipe = peer.pipe;
-    writes = peer.writes;
-  }
+  if (!currentClientPipe(rank, generation, pipe, writes)) return;
   std::string why;
   std::shared_ptr<lane::Lane> lane = lane::Lane::create(lane::kDefaultCapacity, why);
   lane::Lane* prepared =
@@ -232,16 +226,21 @@ void RuntimeImpl::offerLane(int rank, uint64_t generation, const wire::ChannelDe
   enqueueWrite(pipe, *writes, makeRawMessage(h, lane::encodeOffer(offer)), writes);
 }
 
-void RuntimeImpl::onLaneReply(int rank, uint64_t generation, IncomingMessage& msg) {
+bool RuntimeImpl::currentClientPipe(int rank, uint64_t generation,
+                                    std::shared_ptr<tensorpipe::Pipe>& pipe,
+                                    std::shared_ptr<WriteQueue>& writes) {
   Peer& peer = *peers_[rank];
+  std::lock_guard<std::mutex> lock(peer.mu);
+  if (peer.generation != generation || !peer.pipe) return false;
+  pipe = peer.pipe;
+  writes = peer.writes;
+  return true;
+}
+
+void RuntimeImpl::onLaneReply(int rank, uint64_t generation, IncomingMessage& msg) {
   std::shared_ptr<tensorpipe::Pipe> pipe;
   std::shared_ptr<WriteQueue> writes;
-  {
-    std::lock_guard<std::mutex> lock(peer.mu);
-    if (peer.generation != generation || !peer.pipe) return;
-    pipe = peer.pipe;
-    writes = peer.writes;
-  }
+  if (!currentClientPipe(rank, generation, pipe, writes)) return;
   std::shared_ptr<lane::Lane> lane;
   {
     std::lock_guard<std::mutex> lock(writes->mu);
