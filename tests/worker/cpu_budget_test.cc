@@ -80,3 +80,25 @@ TEST(AdaptiveSpin, LongWhileWorkKeepsComingShortAfterALongGap) {
 
 }  // namespace
 }  // namespace rpcjob::runtime
+
+namespace rpcjob::runtime {
+namespace {
+
+TEST(SpinBudget, MicrosecondsFromTheEnvironment) {
+  using std::chrono::microseconds;
+  const char* name = "RPCJOB_TEST_SPIN_US";
+  unsetenv(name);
+  EXPECT_EQ(microsecondsFromEnvironment(name, microseconds(7), 100).count(), 7);
+  setenv(name, "0", 1);
+  EXPECT_EQ(microsecondsFromEnvironment(name, microseconds(7), 100).count(), 0);
+  setenv(name, "100", 1);
+  EXPECT_EQ(microsecondsFromEnvironment(name, microseconds(7), 100).count(), 100);
+  for (const char* bad : {"101", "-1", "5us", "abc"}) {
+    setenv(name, bad, 1);
+    EXPECT_EQ(microsecondsFromEnvironment(name, microseconds(7), 100).count(), 7) << bad;
+  }
+  unsetenv(name);
+}
+
+}  // namespace
+}  // namespace rpcjob::runtime

@@ -30,6 +30,13 @@ namespace rpcjob::runtime {
 // quota). Pure.
 std::chrono::microseconds defaultSpinBudget(double availableCpus);
 
+// Microseconds in [0, max] from environment variable `name`; `fallback` when it
+// is unset, and when it is malformed too, said on stderr (a spin only tunes
+// latency against CPU: not worth stopping a worker for).
+std::chrono::microseconds microsecondsFromEnvironment(const char* name,
+                                                      std::chrono::microseconds fallback,
+                                                      long long max);
+
 // RPCJOB_SPIN_US (0: never spin) or the default; a malformed value is said on
 // stderr once and the default used (it tunes latency against CPU, nothing more).
 std::chrono::microseconds spinBudget();

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "../spin_wait.h"
+
 namespace rpcjob::runtime::lane {
 namespace {
 constexpr int kFramesPerTurn = 64;  // then the next lane: one busy peer starves none
@@ -14,12 +16,8 @@ constexpr std::chrono::milliseconds kIdleWake{100};
 }  // namespace
 
 std::chrono::microseconds spinFromEnvironment() {
-  const char* text = std::getenv("RPCJOB_LANE_SPIN_US");
-  if (text == nullptr || *text == '\0') return std::chrono::microseconds(100);
-  char* end = nullptr;
-  const long long v = std::strtoll(text, &end, 10);
-  if (*end != '\0' || v < 0 || v > 10000000) return std::chrono::microseconds(100);
-  return std::chrono::microseconds(v);
+  return microsecondsFromEnvironment("RPCJOB_LANE_SPIN_US", std::chrono::microseconds(100),
+                                     10000000);
 }
 
 Poller::Poller(std::chrono::microseconds spin, std::string& error) : spin_(spin) {
