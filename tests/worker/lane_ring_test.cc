@@ -132,14 +132,21 @@ TEST(Ring, FullRingPushesBack) {
             RingProducer::Status::kTooLarge);
 }
 
-TEST(Ring, ABlockedWriteGoesOnceTheConsumerReads) {
-  TestRing ring;
+// Fills `ring` with 1000-byte frames, then with 4-byte ones to its last byte;
+// returns the first frame a reader gets.
+std::string fillUp(TestRing& ring) {
   std::string error;
   std::string frame(1000, 'z');
   while (ring.producer.tryWrite(frame.data(), frame.size(), &error) == RingProducer::Status::kOk) {
   }
   while (ring.producer.tryWrite("fill", 4, &error) == RingProducer::Status::kOk) {
   }
+  return frame;
+}
+
+TEST(Ring, ABlockedWriteGoesOnceTheConsumerReads) {
+  TestRing ring;
+  const std::string frame = fillUp(ring);
   std::atomic<bool> closed{false};
   std::atomic<bool> done{false};
   std::thread writer([&] {
@@ -157,12 +164,7 @@ TEST(Ring, ABlockedWriteGoesOnceTheConsumerReads) {
 
 TEST(Ring, CloseEndsAWaitingProducer) {
   TestRing ring;
-  std::string error;
-  std::string frame(1000, 'z');
-  while (ring.producer.tryWrite(frame.data(), frame.size(), &error) == RingProducer::Status::kOk) {
-  }
-  while (ring.producer.tryWrite("fill", 4, &error) == RingProducer::Status::kOk) {
-  }
+  fillUp(ring);
   std::atomic<bool> closed{false};
   RingProducer::Status status = RingProducer::Status::kOk;
   std::thread writer([&] {
