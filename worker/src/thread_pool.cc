@@ -48,12 +48,13 @@ void ThreadPool::stop() {
 
 void ThreadPool::run() {
   for (;;) {
-    const auto idleSince = std::chrono::steady_clock::now();
     // Only the spinning thread times the gaps between tasks: a thread that
     // slept through a busy spell has seen none of them.
     const bool spun = queued_.load(std::memory_order_acquire) == 0 &&
                       !spinning_.exchange(true, std::memory_order_acq_rel);
+    std::chrono::steady_clock::time_point idleSince;
     if (spun) {
+      idleSince = std::chrono::steady_clock::now();
       spinUntil(
           [&] {
             return queued_.load(std::memory_order_acquire) > 0 ||

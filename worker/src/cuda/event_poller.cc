@@ -35,9 +35,10 @@ struct EventPoller::State {
       // Idle: spin briefly first (spin_wait.h), since the next transfer's
       // event often follows within microseconds; a whenComplete meanwhile
       // then needs no wake-up.
-      const auto idleSince = std::chrono::steady_clock::now();
       const bool idle = waiting.empty();
+      std::chrono::steady_clock::time_point idleSince;
       if (idle) {
+        idleSince = std::chrono::steady_clock::now();
         spinUntil([&] { return arrived.load(std::memory_order_acquire) > 0; }, spin.budget());
       }
       {
