@@ -60,10 +60,11 @@ namespace {
 
 // Until `state` completes, on the host: what wait() and waitOnStreams() share
 // (rpcSync waits through the latter, so a small CPU call's latency is here).
-// A waiting caller spins at most this long, less than the pool's budget: on the
-// GPU host a 1 ms spin here left the 400 MB round trip's copy threads short of
-// CPU (75-79 % of the memcpy bound in 3 of 6 runs, against 94-107 % with 50 us),
-// and the recipe's gain came from the pool and the event poller.
+// A waiting caller spins at most this long, less than the pool's budget: a
+// caller often waits for long transfers, where spinning only takes CPU from
+// the copy threads (a 1 ms spin everywhere: 400 MB round trip at 70-79 % of the
+// memcpy bound in 3 of 6 runs on the GPU host), and the recipe kept its gain
+// with the caller at 50 us (0.0104-0.0151 s with the pool and poller at 1 ms).
 constexpr std::chrono::microseconds kWaiterSpin{50};
 
 void awaitCompletion(detail::FutureState& state) {
