@@ -116,8 +116,6 @@ class Lane {
 
   void close();
   bool closed() const { return closed_.load(std::memory_order_acquire); }
-  uint64_t framesSent() const { return framesSent_.load(std::memory_order_relaxed); }
-  uint64_t framesReceived() const { return framesReceived_.load(std::memory_order_relaxed); }
 
   // Tests: the shared control of the ring this side consumes.
   RingControl* incomingControl() const;
@@ -126,20 +124,22 @@ class Lane {
   Lane(Side side, std::unique_ptr<SharedFile> file, uint64_t token, uint64_t capacity);
   void fail(const std::string& why);
 
+  // Set up before the lane is used, then only read.
   Side side_;
   std::unique_ptr<SharedFile> file_;
   uint64_t token_;
   uint64_t capacity_;
-  RingProducer out_;
-  RingConsumer in_;
   std::unique_ptr<SharedFile> peerBell_;
   Receive receive_;
   Broken broken_;
+  std::atomic<bool> closed_{false};  // written once
+  // The sender's (under its write lock) and the poller's, each on cache lines
+  // of their own: in one object, a caller's send and its process's poller
+  // moved one line between their cores on every frame (issue 22's async rate).
+  alignas(kCacheLine) RingProducer out_;
+  alignas(kCacheLine) RingConsumer in_;
   bool blocked_ = false;     // the poller's
   std::vector<char> frame_;  // the frame being delivered, copied out of the ring
-  std::atomic<bool> closed_{false};
-  std::atomic<uint64_t> framesSent_{0};
-  std::atomic<uint64_t> framesReceived_{0};
 };
 
 }  // namespace rpcjob::runtime::lane

@@ -13,6 +13,10 @@
 // private memory and reads only the other's from the mapping, and every value
 // read there is checked (checkIndices, parseFrame): a bad one is an error for
 // the caller (who closes the lane), never an out-of-range access or a hang.
+// Each side also keeps the last value it read of the other's counter and reads
+// the shared one again only when that value says the ring is full (producer)
+// or empty (consumer): the other side writes its counter on every frame, so a
+// read per frame was a cache line moved between the two cores per frame.
 //
 // Sleep and wake (Bell): a consumer with nothing to read announces that it
 // sleeps (`sleeping`), looks once more, then waits on `seq` (a futex shared
@@ -140,6 +144,7 @@ class RingProducer {
   uint64_t capacity_ = 0;
   uint64_t maxFrame_ = 0;
   uint64_t head_ = 0;  // ours; the shared one is only written
+  uint64_t tail_ = 0;  // the consumer's, as last read (and checked)
 };
 
 class RingConsumer {
@@ -161,6 +166,7 @@ class RingConsumer {
   uint64_t capacity_ = 0;
   uint64_t maxFrame_ = 0;
   uint64_t tail_ = 0;  // ours
+  uint64_t head_ = 0;  // the producer's, as last read (and checked)
   uint64_t peeked_ = 0;
 };
 
