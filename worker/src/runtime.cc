@@ -19,6 +19,7 @@
 #include "lane/poller.h"
 #include "memory_limit.h"
 #include "objects/objects.h"
+#include "release_later.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/assignment/pair_links.h"
 #include "runtime_impl.h"
@@ -704,6 +705,7 @@ void RuntimeImpl::writeUnit(const std::shared_ptr<tensorpipe::Pipe>& pipe, Write
                 trace::point("pipe.written");
                 if (error && writes.onError) writes.onError(error.what());
                 recordServed(*unit);
+                holdDeviceTensors(unit);
                 if (left && left->fetch_sub(1) != 1) return;
                 std::vector<std::shared_ptr<OutgoingMessage>> next;
                 {
@@ -716,6 +718,19 @@ void RuntimeImpl::writeUnit(const std::shared_ptr<tensorpipe::Pipe>& pipe, Write
                 }
                 flushWrites(pipe, writes, std::move(next), keepAlive);
               });
+}
+
+void RuntimeImpl::holdDeviceTensors(const std::shared_ptr<OutgoingMessage>& message) {
+  size_t bytes = 0;
+  bool device = false;
+  for (size_t i = 0; i < message->streams.size(); ++i) {
+    if (message->streams[i] == nullptr) continue;
+    device = true;
+    bytes += message->tensors[i].nbytes();
+  }
+  // Our reference may be a sent tensor's last: freed on TensorPipe's thread now,
+  // while the peer may be computing on a GPU we share (release_later.h).
+  if (device) releaseLater(message, bytes);
 }
 
 void RuntimeImpl::recordServed(const OutgoingMessage& message) {

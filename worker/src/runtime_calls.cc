@@ -3,6 +3,7 @@
 
 #include "autograd/container.h"
 #include "call_batch_state.h"
+#include "release_later.h"
 #include "rpcjob/runtime/runtime.h"
 #include "runtime_impl.h"
 #include "shutdown.h"
@@ -218,6 +219,8 @@ void RuntimeImpl::failPending(std::vector<Pending> calls, const std::exception_p
 
 void RuntimeImpl::timeoutLoop() {
   std::unique_lock<std::mutex> lock(pendingMu_);
+  // Also lets go of what release_later.h held too long, when this thread wakes.
+  Clock::time_point staleCheck = Clock::time_point::min();
   while (!stopTimeouts_) {
     const auto now = Clock::now();
     if (!closes_.empty() && closes_.begin()->first <= now) {
@@ -230,8 +233,17 @@ void RuntimeImpl::timeoutLoop() {
       continue;
     }
     std::optional<Pending> expired = pending_.takeExpired(now);
+    const bool holding = !expired && deferredReleases().held() > 0;
+    if (holding && now >= staleCheck) {
+      staleCheck = now + DeferredReleases::kMaxAge / 2;
+      lock.unlock();  // destructors run there
+      releaseStale();
+      lock.lock();
+      continue;  // anything may have changed meanwhile
+    }
     if (!expired) {
       auto next = std::min(now + kTimeoutTick, pending_.nextDeadline());
+      if (holding) next = std::min(next, staleCheck);
       if (!closes_.empty()) next = std::min(next, closes_.begin()->first);
       timeoutWake_ = next;
       pendingCv_.wait_until(lock, next);

@@ -318,6 +318,8 @@ class RuntimeImpl {
   // The observer's serverCallFinished for the calls `message` answers, once it
   // is written (or its write failed: the call was served all the same).
   void recordServed(const OutgoingMessage& message);
+  // A written message with CUDA tensors: kept until a GPU step (release_later.h).
+  void holdDeviceTensors(const std::shared_ptr<OutgoingMessage>& message);
   bool waitHandshake(int rank, Clock::time_point deadline, std::string& error);
   // StartPipes::kFullMesh: a pipe to every worker, every handshake awaited.
   void connectEveryPeer(Clock::time_point deadline);

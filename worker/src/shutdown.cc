@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "release_later.h"
 #include "runtime_impl.h"
 
 namespace rpcjob::runtime {
@@ -121,6 +122,7 @@ void RuntimeImpl::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline
     std::lock_guard<std::mutex> lock(peer->mu);
     peer->pipe.reset();
   }
+  releaseDeferred();  // what our writes and contexts left there (release_later.h)
 }
 
 }  // namespace rpcjob::runtime

@@ -13,6 +13,7 @@
 #include "autograd/stream_handoff.h"
 #include "autograd/tensor_walk.h"
 #include "future_state.h"
+#include "release_later.h"
 #include "rpcjob/runtime/dist_autograd.h"
 #include "runtime_impl.h"
 #include "trace/trace.h"
@@ -171,8 +172,18 @@ Future Container::release(int64_t id) {
   for (int rank : ctx->knownWorkers()) {
     released.push_back(runtime_.rpcAsync(runtime_.workers()[rank].name, kRelease, {id}, {}));
   }
-  // Frees this worker's graph parts now (the last reference may be a future's).
-  ctx->forgetSends();
+  // Frees this worker's graph parts (the last reference may be a future's), at
+  // this worker's next GPU step: the peer that asked may be computing on a GPU
+  // we share (release_later.h).
+  struct Forget {
+    std::shared_ptr<ContextState> ctx;
+    ~Forget() {
+      if (ctx) ctx->forgetSends();
+    }
+  };
+  auto forget = std::make_shared<Forget>();
+  forget->ctx = std::move(ctx);
+  releaseLater(std::move(forget), 0);
   return whenAll(released, /*failFast=*/false);
 }
 
