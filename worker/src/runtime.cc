@@ -579,6 +579,7 @@ void RuntimeImpl::enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wr
     std::unique_lock<std::mutex> lock(writes.mu);
     if (activate) {  // the marker itself goes on the pipe, the first ordered message
       writes.lane = std::move(activate);
+      writes.laneUp.store(true, std::memory_order_relaxed);
       writes.laneSent = 0;
       writes.pipeSent = 1;
       wire::appendOrder(message->header, 0);
@@ -721,12 +722,16 @@ void RuntimeImpl::writeUnit(const std::shared_ptr<tensorpipe::Pipe>& pipe, Write
 void RuntimeImpl::recordServed(const OutgoingMessage& message) {
   if (!options_.observer || (!message.served && message.servedInBatch.empty())) return;
   const EventTime now;  // one read for a whole batch
-  auto finished = [&](const ServedCall& call) {
-    options_.observer->serverCallFinished(call.function, callerOf(call.callerRank).name,
-                                          call.status, call.token, now);
+  auto finished = [&](const ServedCall& c) {
+    recordServed(c.function, c.callerRank, c.status, c.token, now);
   };
   if (message.served) finished(*message.served);
   for (const auto& call : message.servedInBatch) finished(call);
+}
+
+void RuntimeImpl::recordServed(const std::string& function, int callerRank, CallStatus status,
+                               const Observer::CallToken& token, const EventTime& now) {
+  options_.observer->serverCallFinished(function, callerOf(callerRank).name, status, token, now);
 }
 
 bool RuntimeImpl::waitHandshake(int rank, Clock::time_point deadline, std::string& error) {

@@ -43,6 +43,7 @@ class Error;
 }  // namespace tensorpipe
 
 namespace rpcjob::runtime {
+class LaneFrame;
 namespace lane {
 class Lane;
 class Poller;
@@ -161,6 +162,9 @@ class RuntimeImpl {
     // (wire::kHasOrder): `pipeSent` and `laneSent` count what went each way.
     std::shared_ptr<lane::Lane> lane;
     std::shared_ptr<lane::Lane> offered;  // a client's lane awaiting kLaneReply
+    // Whether `lane` is up, read without `mu`: a small message is encoded as a
+    // lane frame (LaneFrame) only then. A stale answer costs only speed.
+    std::atomic<bool> laneUp{false};
     uint64_t pipeSent = 0;
     uint64_t laneSent = 0;
     // The receiving side's order between this pipe's reads and its peer's lane.
@@ -294,6 +298,15 @@ class RuntimeImpl {
   // Under writes.mu: sends `message` on the lane when it may, else stamps it
   // with its order for the pipe. kBroken: the lane's ring is broken (`why`).
   Routed routeLocked(WriteQueue& writes, OutgoingMessage& message, std::string& why);
+  // A small message's way to the lane without an OutgoingMessage: encodes it
+  // into `frame` when the pipe's lane is up and a lane may carry it (false:
+  // the caller makes the message as before).
+  bool encodeForLane(const WriteQueue& writes, const wire::Header& header, const c10::IValue* value,
+                     const DeviceTargets* targets, LaneFrame& frame);
+  // Sends an encoded frame on the lane, in order with the pipe, when the lane
+  // takes it now; kBroken: it broke and the pipe failed (laneBroken); kPipe:
+  // the pipe's turn (frame.toMessage(), enqueueWrite).
+  Routed sendOnLane(WriteQueue& writes, LaneFrame& frame);
   void laneBroken(WriteQueue& writes, const std::string& why);
   // Ends the pipe's lane: its poller drops it, waits on its order end.
   void closeLane(WriteQueue& writes);
@@ -318,6 +331,8 @@ class RuntimeImpl {
   // The observer's serverCallFinished for the calls `message` answers, once it
   // is written (or its write failed: the call was served all the same).
   void recordServed(const OutgoingMessage& message);
+  void recordServed(const std::string& function, int callerRank, CallStatus status,
+                    const Observer::CallToken& token, const EventTime& now);
   bool waitHandshake(int rank, Clock::time_point deadline, std::string& error);
   // StartPipes::kFullMesh: a pipe to every worker, every handshake awaited.
   void connectEveryPeer(Clock::time_point deadline);

@@ -10,6 +10,7 @@
 
 #include "lane/lane.h"
 #include "lane/poller.h"
+#include "lane_frame.h"
 #include "runtime_impl.h"
 
 namespace rpcjob::runtime {
@@ -155,6 +156,34 @@ RuntimeImpl::Routed RuntimeImpl::routeLocked(WriteQueue& writes, OutgoingMessage
   return Routed::kPipe;
 }
 
+bool RuntimeImpl::encodeForLane(const WriteQueue& writes, const wire::Header& header,
+                                const c10::IValue* value, const DeviceTargets* targets,
+                                LaneFrame& frame) {
+  return writes.laneUp.load(std::memory_order_relaxed) && frame.encode(header, value, targets);
+}
+
+RuntimeImpl::Routed RuntimeImpl::sendOnLane(WriteQueue& writes, LaneFrame& frame) {
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(writes.mu);
+    if (!writes.lane || !writes.lane->canSend() || frame.size() > writes.lane->maxFrame()) {
+      return Routed::kPipe;
+    }
+    frame.setOrder(writes.pipeSent);
+    switch (writes.lane->send(frame.data(), frame.size(), &why)) {
+      case lane::RingProducer::Status::kOk:
+        writes.laneSent++;
+        return Routed::kLane;
+      case lane::RingProducer::Status::kBroken:
+        break;
+      default:  // a full ring: the pipe takes it
+        return Routed::kPipe;
+    }
+  }
+  laneBroken(writes, why);
+  return Routed::kBroken;
+}
+
 void RuntimeImpl::laneBroken(WriteQueue& writes, const std::string& why) {
   std::cerr << "rpcjob: worker '" << self().name
             << "': the peer broke the shared-memory lane: " << why << "\n";
@@ -168,6 +197,7 @@ void RuntimeImpl::closeLane(WriteQueue& writes) {
     std::lock_guard<std::mutex> lock(writes.mu);
     lane = writes.lane;  // kept: later messages stay ordered (they fail anyway)
     offered = std::move(writes.offered);
+    writes.laneUp.store(false, std::memory_order_relaxed);
   }
   writes.order->fail();
   if (lane) lane->close();
