@@ -9,6 +9,21 @@ namespace {
 // frame the thread sent, is what spares the allocations.
 thread_local std::vector<char> tBuffer;
 
+// What makeMessage makes of the frame's message.
+std::shared_ptr<OutgoingMessage> messageOf(const char* frame, size_t size,
+                                           const wire::LaneFrameLayout& layout) {
+  auto out = std::make_shared<OutgoingMessage>();
+  size_t spare = wire::kOrderBytes;  // makeMessage's room for the order field
+  if (layout.lengthAt != 0) {
+    const size_t payloadAt = layout.lengthAt + sizeof(uint32_t);
+    out->payload.assign(frame + payloadAt, frame + size);
+    out->hasPayload = true;
+    spare += sizeof(uint32_t) + out->payload.size();  // and for the payload inline
+  }
+  out->header = wire::laneFrameHeader(frame, layout, spare);
+  return out;
+}
+
 }  // namespace
 
 LaneFrame::LaneFrame() {
@@ -30,16 +45,25 @@ bool LaneFrame::encode(const wire::Header& header, const c10::IValue* value,
 }
 
 std::shared_ptr<OutgoingMessage> LaneFrame::toMessage() const {
-  auto out = std::make_shared<OutgoingMessage>();
-  size_t spare = wire::kOrderBytes;  // makeMessage's room for the order field
-  if (layout_.lengthAt != 0) {
-    const size_t payloadAt = layout_.lengthAt + sizeof(uint32_t);
-    out->payload.assign(bytes_.begin() + static_cast<std::ptrdiff_t>(payloadAt), bytes_.end());
-    out->hasPayload = true;
-    spare += sizeof(uint32_t) + out->payload.size();  // and for the payload inline
-  }
-  out->header = wire::laneFrameHeader(bytes_.data(), layout_, spare);
-  return out;
+  return messageOf(bytes_.data(), bytes_.size(), layout_);
+}
+
+void LaneFrames::add(const LaneFrame& frame) {
+  spans_.push_back(Span{bytes_.size(), frame.size(), frame.layout_});
+  bytes_.insert(bytes_.end(), frame.bytes_.begin(), frame.bytes_.end());
+}
+
+void LaneFrames::setOrder(size_t i, uint64_t before) {
+  wire::setLaneFrameOrder(bytes_.data() + spans_[i].offset, spans_[i].layout, before);
+}
+
+std::shared_ptr<OutgoingMessage> LaneFrames::toMessage(size_t i) const {
+  return messageOf(data(i), size(i), spans_[i].layout);
+}
+
+void LaneFrames::clear() {
+  bytes_.clear();
+  spans_.clear();
 }
 
 }  // namespace rpcjob::runtime

@@ -48,9 +48,33 @@ class LaneFrame {
   std::shared_ptr<OutgoingMessage> toMessage() const;
 
  private:
+  friend class LaneFrames;
   std::vector<char> bytes_;
   wire::LaneFrameLayout layout_;
   bool encoded_ = false;
+};
+
+// Encoded frames held back to back in one buffer (a CallBatch's requests to
+// one pipe): a copy of each instead of a message each, and the buffer grows by
+// doubling. Not thread-safe.
+class LaneFrames {
+ public:
+  void add(const LaneFrame& frame);
+  size_t count() const { return spans_.size(); }
+  const char* data(size_t i) const { return bytes_.data() + spans_[i].offset; }
+  size_t size(size_t i) const { return spans_[i].size; }
+  void setOrder(size_t i, uint64_t before);
+  std::shared_ptr<OutgoingMessage> toMessage(size_t i) const;  // as LaneFrame::toMessage
+  void clear();
+
+ private:
+  struct Span {
+    size_t offset = 0;
+    size_t size = 0;
+    wire::LaneFrameLayout layout;
+  };
+  std::vector<char> bytes_;
+  std::vector<Span> spans_;
 };
 
 }  // namespace rpcjob::runtime

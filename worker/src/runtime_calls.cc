@@ -91,7 +91,6 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   uint64_t generation = 0;
   std::shared_ptr<WriteQueue> writes;
   std::shared_ptr<tensorpipe::Pipe> pipe = pipeTo(to, generation, &writes);
-  // A CallBatch holds messages: only those sent at once go as a bare frame.
   const bool batching = detail::batchingRuntime() == this;
   LaneFrame frame;
   std::shared_ptr<OutgoingMessage> message;
@@ -104,7 +103,7 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
 #else
     const DeviceTargets* targets = nullptr;
 #endif
-    if (batching || !writes || !encodeForLane(*writes, header, value, targets, frame)) {
+    if (!writes || !encodeForLane(*writes, header, value, targets, frame)) {
       message = makeMessage(header, value, targets);
     }
   } catch (...) {
@@ -156,6 +155,7 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   }
   if (wakeTimeouts) pendingCv_.notify_all();
   if (frame.encoded()) {
+    if (batching && holdFrame(pipe, writes, frame)) return future;
     if (sendOnLane(*writes, frame) != Routed::kPipe) return future;
     message = frame.toMessage();
   }

@@ -25,6 +25,7 @@
 #include "future_state.h"
 #include "header_codec.h"
 #include "lane/order.h"
+#include "lane_frame.h"
 #include "pending_calls.h"
 #include "rpcjob/runtime/runtime.h"
 #include "rref_context.h"
@@ -43,7 +44,6 @@ class Error;
 }  // namespace tensorpipe
 
 namespace rpcjob::runtime {
-class LaneFrame;
 namespace lane {
 class Lane;
 class Poller;
@@ -280,17 +280,31 @@ class RuntimeImpl {
 
  public:
   // call_batch.cc: the requests a CallBatch holds on its thread, per pipe.
+  // Requests for the lane are held as frames; while any is, `messages` is
+  // empty (a message held after frames turns them into messages first), so
+  // that they go in the order they were made.
   struct HeldPipe {
     std::shared_ptr<tensorpipe::Pipe> pipe;
     std::shared_ptr<WriteQueue> writes;
     std::vector<std::shared_ptr<OutgoingMessage>> messages;
+    LaneFrames frames;
   };
   using HeldRequests = std::vector<HeldPipe>;
   // Holds `message` when this thread's CallBatch is ours (true), else false.
   bool holdRequest(const std::shared_ptr<tensorpipe::Pipe>& pipe,
                    const std::shared_ptr<WriteQueue>& writes,
                    std::shared_ptr<OutgoingMessage>& message);
+  // The same for a request encoded as a lane frame (a copy of it is held).
+  bool holdFrame(const std::shared_ptr<tensorpipe::Pipe>& pipe,
+                 const std::shared_ptr<WriteQueue>& writes, const LaneFrame& frame);
   void writeHeld(HeldRequests held);
+
+ private:
+  // This thread's held requests to `pipe` (made when it has none).
+  HeldPipe& heldFor(const std::shared_ptr<tensorpipe::Pipe>& pipe,
+                    const std::shared_ptr<WriteQueue>& writes);
+  // Writes `held` (one of this thread's) once it holds a CallBatch's maximum.
+  void writeHeldIfFull(HeldPipe& held);
 
  private:
   // runtime_lane.cc: the shared-memory lane beside a pipe to a peer on this host.
@@ -307,6 +321,9 @@ class RuntimeImpl {
   // takes it now; kBroken: it broke and the pipe failed (laneBroken); kPipe:
   // the pipe's turn (frame.toMessage(), enqueueWrite).
   Routed sendOnLane(WriteQueue& writes, LaneFrame& frame);
+  // A CallBatch's frames to one pipe: on its lane under one lock, in order,
+  // while the lane takes them; the rest as messages (enqueueWrites).
+  void sendHeldFrames(HeldPipe& held);
   void laneBroken(WriteQueue& writes, const std::string& why);
   // Ends the pipe's lane: its poller drops it, waits on its order end.
   void closeLane(WriteQueue& writes);

@@ -184,6 +184,38 @@ RuntimeImpl::Routed RuntimeImpl::sendOnLane(WriteQueue& writes, LaneFrame& frame
   return Routed::kBroken;
 }
 
+void RuntimeImpl::sendHeldFrames(HeldPipe& held) {
+  WriteQueue& writes = *held.writes;
+  LaneFrames& frames = held.frames;
+  size_t sent = 0;
+  std::string why;
+  bool broken = false;
+  {
+    std::lock_guard<std::mutex> lock(writes.mu);
+    lane::Lane* l = writes.lane.get();
+    for (; sent < frames.count() && l != nullptr && l->canSend() &&
+           frames.size(sent) <= l->maxFrame();
+         ++sent) {
+      frames.setOrder(sent, writes.pipeSent);
+      const lane::RingProducer::Status s = l->send(frames.data(sent), frames.size(sent), &why);
+      if (s != lane::RingProducer::Status::kOk) {
+        broken = s == lane::RingProducer::Status::kBroken;
+        break;
+      }
+      writes.laneSent++;
+    }
+  }
+  if (broken) {  // as enqueueWrites: the pipe fails, and its calls with it
+    laneBroken(writes, why);
+    return;
+  }
+  if (sent == frames.count()) return;
+  std::vector<std::shared_ptr<OutgoingMessage>> rest;  // a full ring: the pipe takes them
+  rest.reserve(frames.count() - sent);
+  for (size_t i = sent; i < frames.count(); ++i) rest.push_back(frames.toMessage(i));
+  enqueueWrites(held.pipe, writes, std::move(rest), held.writes);
+}
+
 void RuntimeImpl::laneBroken(WriteQueue& writes, const std::string& why) {
   std::cerr << "rpcjob: worker '" << self().name
             << "': the peer broke the shared-memory lane: " << why << "\n";
