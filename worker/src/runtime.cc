@@ -484,11 +484,9 @@ std::string RuntimeImpl::dispatchBatch(IncomingMessage& batch,
   return {};
 }
 
-std::shared_ptr<tensorpipe::Pipe> RuntimeImpl::pipeTo(int rank, uint64_t& generation,
-                                                      std::shared_ptr<WriteQueue>* writes) {
+std::shared_ptr<RuntimeImpl::WriteQueue> RuntimeImpl::pipeTo(int rank, uint64_t& generation) {
   Peer& peer = *peers_[rank];
-  std::shared_ptr<tensorpipe::Pipe> pipe;
-  std::shared_ptr<WriteQueue> queue;
+  std::shared_ptr<WriteQueue> writes;
   bool fresh = false;
   std::string full;
   {
@@ -506,8 +504,7 @@ std::shared_ptr<tensorpipe::Pipe> RuntimeImpl::pipeTo(int rank, uint64_t& genera
       }
     }
     generation = peer.generation;
-    pipe = peer.pipe;
-    queue = peer.writes;
+    writes = peer.writes;
   }
   if (!full.empty()) {
     std::lock_guard<std::mutex> lock(pendingMu_);
@@ -516,9 +513,8 @@ std::shared_ptr<tensorpipe::Pipe> RuntimeImpl::pipeTo(int rank, uint64_t& genera
   }
   // Outside the lock: TensorPipe may run a failing pipe's callbacks inline, and
   // failPeer takes peer.mu.
-  if (fresh) startClientPipe(rank, generation, pipe, queue);
-  if (writes != nullptr) *writes = std::move(queue);
-  return pipe;
+  if (fresh) startClientPipe(rank, generation, writes->pipe, writes);
+  return writes;
 }
 
 void RuntimeImpl::connectLocked(Peer& peer) {
@@ -528,6 +524,7 @@ void RuntimeImpl::connectLocked(Peer& peer) {
   peer.connectStart = Clock::now();
   // The hello goes first; calls made before startClientPipe() queue behind it.
   peer.writes = std::make_shared<WriteQueue>();
+  peer.writes->pipe = peer.pipe;
   peer.writes->busy = true;
   peer.writes->client = true;
   peer.writes->onError = [this, rank = peer.info.rank, generation = peer.generation](

@@ -89,8 +89,7 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   header.id = id;
   // The pipe before the message: whether its lane is up says how to encode it.
   uint64_t generation = 0;
-  std::shared_ptr<WriteQueue> writes;
-  std::shared_ptr<tensorpipe::Pipe> pipe = pipeTo(to, generation, &writes);
+  const std::shared_ptr<WriteQueue> writes = pipeTo(to, generation);
   const bool batching = detail::batchingRuntime() == this;
   LaneFrame frame;
   std::shared_ptr<OutgoingMessage> message;
@@ -154,6 +153,8 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
     return future;
   }
   if (wakeTimeouts) pendingCv_.notify_all();
+  // Not refused: the pipe and its writes exist.
+  const std::shared_ptr<tensorpipe::Pipe>& pipe = writes->pipe;
   if (frame.encoded()) {
     if (batching && holdFrame(pipe, writes, frame)) return future;
     if (sendOnLane(*writes, frame) != Routed::kPipe) return future;

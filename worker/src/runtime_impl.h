@@ -149,6 +149,9 @@ class RuntimeImpl {
   // responses produced while one read message (or batch) is dispatched are
   // held (`corked`) and go out together when the dispatch returns.
   struct WriteQueue {
+    // A client pipe's (set once, before any use): the pipe these writes go to,
+    // so that a call needs one reference, not two, to send on it.
+    std::shared_ptr<tensorpipe::Pipe> pipe;
     std::mutex mu;
     bool busy = false;  // writes in flight (or a flush pending, or corked)
     std::vector<std::shared_ptr<OutgoingMessage>> queued;
@@ -243,8 +246,9 @@ class RuntimeImpl {
   std::string dispatchBatch(IncomingMessage& batch,
                             const std::function<void(IncomingMessage&)>& onMessage,
                             lane::Order* order);
-  std::shared_ptr<tensorpipe::Pipe> pipeTo(int rank, uint64_t& generation,
-                                           std::shared_ptr<WriteQueue>* writes = nullptr);
+  // The writes of the client pipe to `rank` (its `pipe` set), connecting one
+  // when there is none; null when none can be made (failedPipes_ says why).
+  std::shared_ptr<WriteQueue> pipeTo(int rank, uint64_t& generation);
   void connectLocked(Peer& peer);  // the caller starts the pipe once unlocked
   void startClientPipe(int rank, uint64_t generation, std::shared_ptr<tensorpipe::Pipe> pipe,
                        std::shared_ptr<WriteQueue> writes);
