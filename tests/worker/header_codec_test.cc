@@ -259,3 +259,72 @@ TEST(HeaderCodecOrder, RoundTripsAndAppends) {
   EXPECT_NE(decodeHeader(bytes.data(), bytes.size(), out), "");
 }
 }  // namespace
+
+namespace rpcjob::wire {
+namespace {
+
+// A lane frame built in a reused buffer is byte for byte what the pipe's path
+// makes of the same message (encodeHeader, appendOrder, appendInlinePayload),
+// so that a peer decodes both alike; its header alone is encodeHeader's.
+TEST(HeaderCodecLaneFrame, MatchesTheAppendedHeaderByteForByte) {
+  std::vector<Header> headers(5);
+  headers[0].type = MessageType::kCall;
+  headers[0].id = 77;
+  headers[0].function = "rpcjob.echo";
+  headers[1].function = std::string(kMaxFunctionName + 10, 'f');  // cut to the maximum
+  headers[2].type = MessageType::kError;
+  headers[2].errorKind = ErrorKind::kRemoteException;
+  headers[2].error = "a remote exception's message";
+  headers[3].type = MessageType::kRemoteCall;
+  headers[3].hasRRef = true;
+  headers[3].rref = {1, 2};
+  headers[3].fork = {3, 4};
+  headers[4].type = MessageType::kResponse;
+  headers[4].hasAutograd = true;
+  headers[4].autogradContext = -5;
+  headers[4].requiresGrad = {true, false, true, true, false, false, true, false, true};
+  const std::vector<std::string> payloads = {"", "abc", std::string(kMaxInlinePayload, 'p')};
+  std::vector<char> frame;
+  for (const Header& h : headers) {
+    for (const uint64_t order : {uint64_t{0}, uint64_t{42}, ~uint64_t{0}}) {
+      for (int p = -1; p < static_cast<int>(payloads.size()); ++p) {
+        std::string expected = encodeHeader(h);
+        appendOrder(expected, order);
+        const LaneFrameLayout layout = beginLaneFrame(h, p >= 0, frame);
+        if (p >= 0) {
+          appendInlinePayload(expected, payloads[p].data(), payloads[p].size());
+          frame.insert(frame.end(), payloads[p].begin(), payloads[p].end());
+        }
+        ASSERT_TRUE(endLaneFrame(frame, layout));
+        setLaneFrameOrder(frame.data(), layout, order);
+        EXPECT_EQ(std::string(frame.data(), frame.size()), expected);
+        const std::string header = laneFrameHeader(frame.data(), layout, 100);
+        EXPECT_EQ(header, encodeHeader(h));
+        EXPECT_GE(header.capacity(), header.size() + 100);
+      }
+    }
+  }
+}
+
+TEST(HeaderCodecLaneFrame, RefusesAPayloadOverTheInlineLimitAndReusesItsBuffer) {
+  Header h;
+  h.function = "f";
+  std::vector<char> frame;
+  LaneFrameLayout layout = beginLaneFrame(h, true, frame);
+  frame.resize(frame.size() + kMaxInlinePayload + 1);
+  EXPECT_FALSE(endLaneFrame(frame, layout));
+  // The next frame is written into the memory of the last: no allocation.
+  const char* before = frame.data();
+  layout = beginLaneFrame(h, true, frame);
+  frame.push_back('x');
+  ASSERT_TRUE(endLaneFrame(frame, layout));
+  EXPECT_EQ(frame.data(), before);
+  Header out;
+  ASSERT_EQ(decodeHeader(frame.data(), frame.size(), out), "");
+  EXPECT_TRUE(out.hasOrder);
+  ASSERT_TRUE(out.inlinePayload);
+  EXPECT_EQ(std::string(frame.data() + out.payloadOffset, out.payloadLength), "x");
+}
+
+}  // namespace
+}  // namespace rpcjob::wire
