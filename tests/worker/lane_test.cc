@@ -8,7 +8,6 @@
 
 #include "cluster.h"
 #include "lane/lane.h"
-#include "rpcjob/runtime/call_batch.h"
 #include "rpcjob/runtime/runtime.h"
 
 namespace rpcjob::testing {
@@ -79,54 +78,6 @@ TEST(LaneTest, LargeAndSmallMessagesArriveInOrder) {
   ASSERT_EQ(got.size(), 600u);
   for (int64_t i = 0; i < 600; ++i) ASSERT_EQ(got[i], i) << "out of order at " << i;
   EXPECT_GT(runtime::lane::laneCounters().framesSent, 500u);
-}
-
-// A CallBatch holds frames and messages alike, and writes them in order: the
-// frames on the lane, the rest on the pipe (past its per-peer limit too).
-TEST(LaneTest, ACallBatchKeepsTheOrderAcrossLaneAndPipe) {
-  Cluster cluster(1);
-  runtime::Runtime& rt = cluster.driver();
-  ASSERT_EQ(rt.rpcSync("w1", "identity", {int64_t{0}}).toInt(), 0);
-  rt.rpcSync("w1", "arrivals", {});
-  const auto before = runtime::lane::laneCounters();
-  const at::Tensor big = at::ones({40000}, at::kFloat);  // the pipe, by channel
-  std::vector<runtime::Future> calls;
-  {
-    runtime::CallBatch batch(rt);
-    for (int64_t i = 0; i < 600; ++i) {
-      std::vector<c10::IValue> args{i};
-      if (i % 97 == 50) args.push_back(big);  // a message after frames, frames after it
-      calls.push_back(rt.rpcAsync("w1", "record", std::move(args)));
-    }
-  }
-  runtime::waitAll(calls);
-  EXPECT_GT(runtime::lane::laneCounters().framesSent - before.framesSent, 500u);
-  auto got = rt.rpcSync("w1", "arrivals", {}).toIntVector();
-  ASSERT_EQ(got.size(), 600u);
-  for (int64_t i = 0; i < 600; ++i) ASSERT_EQ(got[i], i) << "out of order at " << i;
-}
-
-// A full ring sends on the pipe instead (the new frames and the messages made
-// from them alike), and the order holds across the two.
-TEST(LaneTest, AFullRingSendsOnThePipeInOrder) {
-  Cluster cluster(1);
-  runtime::Runtime& rt = cluster.driver();
-  ASSERT_EQ(rt.rpcSync("w1", "identity", {int64_t{0}}).toInt(), 0);
-  rt.rpcSync("w1", "arrivals", {});
-  const auto before = runtime::lane::laneCounters();
-  // w1's poller sleeps in the first call while ~30 KB frames fill the 1 MiB ring.
-  const std::string frame(30000, 'f');
-  constexpr int64_t kCalls = 100;
-  std::vector<runtime::Future> calls;
-  calls.push_back(rt.rpcAsync("w1", "record_then_sleep", {int64_t{0}, int64_t{300}}));
-  for (int64_t i = 1; i < kCalls; ++i) calls.push_back(rt.rpcAsync("w1", "record", {i, frame}));
-  runtime::waitAll(calls);
-  const uint64_t onLane = runtime::lane::laneCounters().framesSent - before.framesSent;
-  auto got = rt.rpcSync("w1", "arrivals", {}).toIntVector();
-  ASSERT_EQ(got.size(), static_cast<size_t>(kCalls));
-  for (int64_t i = 0; i < kCalls; ++i) ASSERT_EQ(got[i], i) << "out of order at " << i;
-  EXPECT_GT(onLane, 0u);
-  EXPECT_LT(onLane, static_cast<uint64_t>(kCalls));  // the ring was full for some
 }
 
 TEST(LaneTest, AKilledPeerFailsTheLanesCallsInTime) {

@@ -40,56 +40,29 @@ void flushCallBatch() {
 
 }  // namespace detail
 
-RuntimeImpl::HeldPipe& RuntimeImpl::heldFor(const std::shared_ptr<tensorpipe::Pipe>& pipe,
-                                            const std::shared_ptr<WriteQueue>& writes) {
-  auto& held = tOpen->held;
-  auto it =
-      std::find_if(held.begin(), held.end(), [&](const HeldPipe& h) { return h.pipe == pipe; });
-  if (it != held.end()) return *it;
-  held.push_back(HeldPipe{pipe, writes, {}, {}});
-  return held.back();
-}
-
 bool RuntimeImpl::holdRequest(const std::shared_ptr<tensorpipe::Pipe>& pipe,
                               const std::shared_ptr<WriteQueue>& writes,
                               std::shared_ptr<OutgoingMessage>& message) {
   if (tOpen == nullptr || tOpen->runtime != this) return false;
-  HeldPipe& h = heldFor(pipe, writes);
-  for (size_t i = 0; i < h.frames.count(); ++i) h.messages.push_back(h.frames.toMessage(i));
-  h.frames.clear();
-  h.messages.push_back(std::move(message));
-  writeHeldIfFull(h);
-  return true;
-}
-
-bool RuntimeImpl::holdFrame(const std::shared_ptr<tensorpipe::Pipe>& pipe,
-                            const std::shared_ptr<WriteQueue>& writes, const LaneFrame& frame) {
-  if (tOpen == nullptr || tOpen->runtime != this) return false;
-  HeldPipe& h = heldFor(pipe, writes);
-  if (h.messages.empty()) {
-    h.frames.add(frame);
-  } else {
-    h.messages.push_back(frame.toMessage());
+  auto it = std::find_if(tOpen->held.begin(), tOpen->held.end(),
+                         [&](const HeldPipe& h) { return h.pipe == pipe; });
+  if (it == tOpen->held.end()) {
+    tOpen->held.push_back(HeldPipe{pipe, writes, {}});
+    it = tOpen->held.end() - 1;
   }
-  writeHeldIfFull(h);
+  it->messages.push_back(std::move(message));
+  if (it->messages.size() >= kHeldPerPipe) {
+    HeldRequests full;
+    full.push_back(std::move(*it));
+    tOpen->held.erase(it);
+    writeHeld(std::move(full));
+  }
   return true;
-}
-
-void RuntimeImpl::writeHeldIfFull(HeldPipe& h) {
-  if (h.messages.size() + h.frames.count() < kHeldPerPipe) return;
-  HeldRequests full;
-  full.push_back(std::move(h));
-  tOpen->held.erase(tOpen->held.begin() + (&h - tOpen->held.data()));
-  writeHeld(std::move(full));
 }
 
 void RuntimeImpl::writeHeld(HeldRequests held) {
   for (auto& h : held) {
-    if (h.frames.count() > 0) {
-      sendHeldFrames(h);
-    } else {
-      enqueueWrites(h.pipe, *h.writes, std::move(h.messages), h.writes);
-    }
+    enqueueWrites(h.pipe, *h.writes, std::move(h.messages), h.writes);
   }
 }
 

@@ -7,60 +7,31 @@
 namespace rpcjob::wire {
 namespace {
 
-// Where a Writer puts its bytes: appended to a string, or into memory sized
-// for them beforehand (a lane frame: encodedHeaderSize), which it never writes
-// past: a size that undercounts leaves `overflow` set instead.
-// putString: a string's bytes, of a length known to be bounded (kMaxFunctionName),
-// which GCC copies with an inline `rep movsq` that costs more for a short name
-// than a call to the library's memcpy (a tenth of a lane frame's encoding).
-struct Appender {
-  std::string& out;
-  void put(const char* data, size_t size) { out.append(data, size); }
-  void putString(const char* data, size_t size) { out.append(data, size); }
-};
-struct Filler {
-  char* at;
-  char* end;
-  bool overflow = false;
-  void put(const char* data, size_t size) {
-    if (overflow || size > static_cast<size_t>(end - at)) {
-      overflow = true;
-      return;
-    }
-    std::memcpy(at, data, size);
-    at += size;
-  }
-  __attribute__((noinline)) void putString(const char* data, size_t size) { put(data, size); }
-};
-
-template <class Sink>
 class Writer {
  public:
-  explicit Writer(Sink& sink) : sink_(sink) {}
-  void u8(uint8_t v) {
-    const char c = static_cast<char>(v);
-    sink_.put(&c, 1);
-  }
+  explicit Writer(size_t capacity) { out_.reserve(capacity); }
+  void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
   template <typename T>
   void fixed(T v) {
     char bytes[sizeof(T)];
     std::memcpy(bytes, &v, sizeof(T));  // little-endian hosts only (x86_64, aarch64)
-    sink_.put(bytes, sizeof(T));
+    out_.append(bytes, sizeof(T));
   }
   // At most `max` bytes of `s` (longer ones are cut, not rejected).
   void str16(const std::string& s, size_t max = SIZE_MAX) {
     const size_t n = std::min(s.size(), max);
     fixed<uint16_t>(static_cast<uint16_t>(n));
-    sink_.putString(s.data(), n);
+    out_.append(s.data(), n);
   }
   void str32(const std::string& s, size_t max = SIZE_MAX) {
     const size_t n = std::min(s.size(), max);
     fixed<uint32_t>(static_cast<uint32_t>(n));
-    sink_.putString(s.data(), n);
+    out_.append(s.data(), n);
   }
+  std::string take() { return std::move(out_); }
 
  private:
-  Sink& sink_;
+  std::string out_;
 };
 
 // Every read checks the remaining length; the first failure sticks, so decoders
@@ -116,10 +87,9 @@ GloballyUniqueId readId(Reader& r) {
   return id;
 }
 
-template <class Sink>
-void writeId(Writer<Sink>& w, const GloballyUniqueId& id) {
-  w.fixed(id.worker);
-  w.fixed(id.local);
+void writeId(Writer& w, const GloballyUniqueId& id) {
+  w.fixed<int32_t>(id.worker);
+  w.fixed<uint64_t>(id.local);
 }
 
 }  // namespace
@@ -133,13 +103,10 @@ size_t encodedHeaderSize(const Header& h) {
   return size;
 }
 
-namespace {
-
-constexpr size_t kFlagsAt = 5;  // "RJ", version, type, errorKind, flags
-
-template <class Sink>
-void writeHeader(const Header& h, Sink& sink) {
-  Writer<Sink> w(sink);
+std::string encodeHeader(const Header& h, size_t spare) {
+  // One allocation: the exact size, plus what the caller appends (an inline
+  // payload), instead of the string's doublings as the fields go in.
+  Writer w(encodedHeaderSize(h) + spare);
   w.u8('R');
   w.u8('J');
   w.u8(kVersion);
@@ -147,8 +114,8 @@ void writeHeader(const Header& h, Sink& sink) {
   w.u8(static_cast<uint8_t>(h.errorKind));
   w.u8((h.hasRRef ? kHasRRef : 0) | (h.hasAutograd ? kHasAutograd : 0) |
        (h.hasOrder ? kHasOrder : 0));
-  w.fixed(h.id);
-  w.fixed(h.timeoutMs);
+  w.fixed<uint64_t>(h.id);
+  w.fixed<uint32_t>(h.timeoutMs);
   w.str16(h.function, kMaxFunctionName);
   w.str32(h.error, kMaxErrorLength);
   if (h.hasRRef) {
@@ -156,9 +123,9 @@ void writeHeader(const Header& h, Sink& sink) {
     writeId(w, h.fork);
   }
   if (h.hasAutograd) {
-    w.fixed(h.autogradContext);
-    w.fixed(h.autogradSendId);
-    w.fixed(static_cast<uint32_t>(h.requiresGrad.size()));
+    w.fixed<int64_t>(h.autogradContext);
+    w.fixed<int64_t>(h.autogradSendId);
+    w.fixed<uint32_t>(static_cast<uint32_t>(h.requiresGrad.size()));
     for (size_t i = 0; i < h.requiresGrad.size(); i += 8) {
       uint8_t bits = 0;
       for (size_t b = 0; b < 8 && i + b < h.requiresGrad.size(); ++b) {
@@ -167,19 +134,8 @@ void writeHeader(const Header& h, Sink& sink) {
       w.u8(bits);
     }
   }
-  if (h.hasOrder) w.fixed(h.orderBefore);
-}
-
-}  // namespace
-
-std::string encodeHeader(const Header& h, size_t spare) {
-  // One allocation: the exact size, plus what the caller appends (an inline
-  // payload), instead of the string's doublings as the fields go in.
-  std::string out;
-  out.reserve(encodedHeaderSize(h) + spare);
-  Appender sink{out};
-  writeHeader(h, sink);
-  return out;
+  if (h.hasOrder) w.fixed<uint64_t>(h.orderBefore);
+  return w.take();
 }
 
 std::string decodeHeader(const char* data, size_t size, Header& out) {
@@ -245,6 +201,7 @@ std::string decodeHeader(const char* data, size_t size, Header& out) {
 }
 
 void appendOrder(std::string& encodedHeader, uint64_t before) {
+  constexpr size_t kFlagsAt = 5;  // "RJ", version, type, errorKind, flags
   encodedHeader[kFlagsAt] = static_cast<char>(encodedHeader[kFlagsAt] | kHasOrder);
   char bytes[kOrderBytes];
   std::memcpy(bytes, &before, sizeof(before));
@@ -252,56 +209,13 @@ void appendOrder(std::string& encodedHeader, uint64_t before) {
 }
 
 void appendInlinePayload(std::string& encodedHeader, const char* data, size_t size) {
+  constexpr size_t kFlagsAt = 5;  // "RJ", version, type, errorKind, flags
   encodedHeader[kFlagsAt] = static_cast<char>(encodedHeader[kFlagsAt] | kInlinePayload);
   const auto length = static_cast<uint32_t>(size);
   char bytes[sizeof(length)];
   std::memcpy(bytes, &length, sizeof(length));
   encodedHeader.append(bytes, sizeof(length));
   encodedHeader.append(data, size);
-}
-
-LaneFrameLayout beginLaneFrame(const Header& header, bool withPayload, std::vector<char>& out) {
-  // Sized once and filled in place: a vector's appends, field by field, were
-  // half of a small call's encoding.
-  const size_t fields = kOrderBytes + (withPayload ? sizeof(uint32_t) : 0);
-  const size_t headerSize = encodedHeaderSize(header);
-  out.clear();
-  out.resize(headerSize + fields);  // zeros: the order and length until they are set
-  Filler sink{out.data(), out.data() + headerSize};
-  writeHeader(header, sink);
-  if (sink.overflow || sink.at != sink.end) {
-    // encodedHeaderSize miscounts (a bug the codec's tests look for): the
-    // bytes as encodeHeader writes them, all the same.
-    const std::string bytes = encodeHeader(header);
-    out.assign(bytes.begin(), bytes.end());
-    out.resize(bytes.size() + fields);
-  }
-  LaneFrameLayout layout;
-  layout.orderAt = out.size() - fields;
-  layout.lengthAt = withPayload ? layout.orderAt + kOrderBytes : 0;
-  out[kFlagsAt] = static_cast<char>(out[kFlagsAt] | kHasOrder | (withPayload ? kInlinePayload : 0));
-  return layout;
-}
-
-bool endLaneFrame(std::vector<char>& out, const LaneFrameLayout& layout) {
-  if (layout.lengthAt == 0) return true;
-  const size_t size = out.size() - layout.lengthAt - sizeof(uint32_t);
-  if (size > kMaxInlinePayload) return false;
-  const auto length = static_cast<uint32_t>(size);
-  std::memcpy(out.data() + layout.lengthAt, &length, sizeof(length));
-  return true;
-}
-
-void setLaneFrameOrder(char* frame, const LaneFrameLayout& layout, uint64_t before) {
-  std::memcpy(frame + layout.orderAt, &before, sizeof(before));
-}
-
-std::string laneFrameHeader(const char* frame, const LaneFrameLayout& layout, size_t spare) {
-  std::string header;
-  header.reserve(layout.orderAt + spare);
-  header.assign(frame, layout.orderAt);
-  header[kFlagsAt] = static_cast<char>(header[kFlagsAt] & ~(kHasOrder | kInlinePayload));
-  return header;
 }
 
 int64_t numElements(const std::vector<int64_t>& sizes) {
@@ -317,16 +231,14 @@ int64_t numElements(const std::vector<int64_t>& sizes) {
 }
 
 std::string encodeTensorMeta(const TensorMeta& m) {
-  std::string out;
-  Appender sink{out};
-  Writer<Appender> w(sink);
+  Writer w(0);
   w.u8(kVersion);
   w.fixed<int8_t>(m.dtype);
   w.fixed<int8_t>(m.deviceType);
   w.fixed<int8_t>(m.deviceIndex);
   w.u8(static_cast<uint8_t>(m.sizes.size()));
   for (int64_t s : m.sizes) w.fixed<int64_t>(s);
-  return out;
+  return w.take();
 }
 
 std::string decodeTensorMeta(const char* data, size_t size, TensorMeta& out) {
@@ -349,9 +261,7 @@ std::string decodeTensorMeta(const char* data, size_t size, TensorMeta& out) {
 }
 
 std::string encodeChannelDescriptors(const ChannelDescriptors& descriptors) {
-  std::string out;
-  Appender sink{out};
-  Writer<Appender> w(sink);
+  Writer w(0);
   w.u8(kVersion);
   w.fixed<uint16_t>(static_cast<uint16_t>(descriptors.size()));
   for (const auto& [channel, devices] : descriptors) {
@@ -362,7 +272,7 @@ std::string encodeChannelDescriptors(const ChannelDescriptors& descriptors) {
       w.str16(descriptor);
     }
   }
-  return out;
+  return w.take();
 }
 
 std::string decodeChannelDescriptors(const char* data, size_t size, ChannelDescriptors& out) {

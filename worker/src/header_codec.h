@@ -152,26 +152,6 @@ void appendOrder(std::string& encodedHeader, uint64_t before);
 // header and sets its kInlinePayload flag.
 void appendInlinePayload(std::string& encodedHeader, const char* data, size_t size);
 
-// A message as one frame of a shared-memory lane (worker/src/lane/), built in
-// a buffer the caller reuses, so that a small call allocates nothing for it:
-// byte for byte what encodeHeader(header), then appendOrder and, with a
-// payload, appendInlinePayload make. beginLaneFrame clears `out` and writes
-// `header` (hasOrder unset), a zero order field and, when `withPayload`, the
-// payload's length word; the caller appends the payload (FastEncoder on the
-// same buffer), then endLaneFrame fills in its length: false when it is over
-// kMaxInlinePayload (such a message takes the pipe). The order is set last,
-// under the pipe's write lock.
-struct LaneFrameLayout {
-  size_t orderAt = 0;   // the order field
-  size_t lengthAt = 0;  // the inline payload's length word; 0: no payload
-};
-LaneFrameLayout beginLaneFrame(const Header& header, bool withPayload, std::vector<char>& out);
-bool endLaneFrame(std::vector<char>& out, const LaneFrameLayout& layout);
-void setLaneFrameOrder(char* frame, const LaneFrameLayout& layout, uint64_t before);
-// The frame's header as encodeHeader(header, spare) wrote it (no order, no
-// inline payload): for the pipe, when the lane cannot take the frame.
-std::string laneFrameHeader(const char* frame, const LaneFrameLayout& layout, size_t spare);
-
 // Tensor metadata, in each TensorPipe tensor's metadata so the receiver can
 // allocate before reading. dtype is c10::ScalarType's value; the runtime checks it.
 struct TensorMeta {

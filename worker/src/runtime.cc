@@ -485,9 +485,11 @@ std::string RuntimeImpl::dispatchBatch(IncomingMessage& batch,
   return {};
 }
 
-std::shared_ptr<RuntimeImpl::WriteQueue> RuntimeImpl::pipeTo(int rank, uint64_t& generation) {
+std::shared_ptr<tensorpipe::Pipe> RuntimeImpl::pipeTo(int rank, uint64_t& generation,
+                                                      std::shared_ptr<WriteQueue>* writes) {
   Peer& peer = *peers_[rank];
-  std::shared_ptr<WriteQueue> writes;
+  std::shared_ptr<tensorpipe::Pipe> pipe;
+  std::shared_ptr<WriteQueue> queue;
   bool fresh = false;
   std::string full;
   {
@@ -505,7 +507,8 @@ std::shared_ptr<RuntimeImpl::WriteQueue> RuntimeImpl::pipeTo(int rank, uint64_t&
       }
     }
     generation = peer.generation;
-    writes = peer.writes;
+    pipe = peer.pipe;
+    queue = peer.writes;
   }
   if (!full.empty()) {
     std::lock_guard<std::mutex> lock(pendingMu_);
@@ -514,8 +517,9 @@ std::shared_ptr<RuntimeImpl::WriteQueue> RuntimeImpl::pipeTo(int rank, uint64_t&
   }
   // Outside the lock: TensorPipe may run a failing pipe's callbacks inline, and
   // failPeer takes peer.mu.
-  if (fresh) startClientPipe(rank, generation, writes->pipe, writes);
-  return writes;
+  if (fresh) startClientPipe(rank, generation, pipe, queue);
+  if (writes != nullptr) *writes = std::move(queue);
+  return pipe;
 }
 
 void RuntimeImpl::connectLocked(Peer& peer) {
@@ -525,7 +529,6 @@ void RuntimeImpl::connectLocked(Peer& peer) {
   peer.connectStart = Clock::now();
   // The hello goes first; calls made before startClientPipe() queue behind it.
   peer.writes = std::make_shared<WriteQueue>();
-  peer.writes->pipe = peer.pipe;
   peer.writes->busy = true;
   peer.writes->client = true;
   peer.writes->onError = [this, rank = peer.info.rank, generation = peer.generation](
@@ -577,7 +580,6 @@ void RuntimeImpl::enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wr
     std::unique_lock<std::mutex> lock(writes.mu);
     if (activate) {  // the marker itself goes on the pipe, the first ordered message
       writes.lane = std::move(activate);
-      writes.laneUp.store(true, std::memory_order_relaxed);
       writes.laneSent = 0;
       writes.pipeSent = 1;
       wire::appendOrder(message->header, 0);
@@ -734,16 +736,12 @@ void RuntimeImpl::holdDeviceTensors(const std::shared_ptr<OutgoingMessage>& mess
 void RuntimeImpl::recordServed(const OutgoingMessage& message) {
   if (!options_.observer || (!message.served && message.servedInBatch.empty())) return;
   const EventTime now;  // one read for a whole batch
-  auto finished = [&](const ServedCall& c) {
-    recordServed(c.function, c.callerRank, c.status, c.token, now);
+  auto finished = [&](const ServedCall& call) {
+    options_.observer->serverCallFinished(call.function, callerOf(call.callerRank).name,
+                                          call.status, call.token, now);
   };
   if (message.served) finished(*message.served);
   for (const auto& call : message.servedInBatch) finished(call);
-}
-
-void RuntimeImpl::recordServed(const std::string& function, int callerRank, CallStatus status,
-                               const Observer::CallToken& token, const EventTime& now) {
-  options_.observer->serverCallFinished(function, callerOf(callerRank).name, status, token, now);
 }
 
 bool RuntimeImpl::waitHandshake(int rank, Clock::time_point deadline, std::string& error) {

@@ -3,7 +3,6 @@
 
 #include "autograd/container.h"
 #include "call_batch_state.h"
-#include "lane_frame.h"
 #include "release_later.h"
 #include "rpcjob/runtime/runtime.h"
 #include "runtime_impl.h"
@@ -88,24 +87,17 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   // The id first, so that makeMessage encodes the header once, as sent.
   const uint64_t id = nextCallId_.fetch_add(1);
   header.id = id;
-  // The pipe before the message: whether its lane is up says how to encode it.
-  uint64_t generation = 0;
-  const std::shared_ptr<WriteQueue> writes = pipeTo(to, generation);
-  const bool batching = detail::batchingRuntime() == this;
-  LaneFrame frame;
   std::shared_ptr<OutgoingMessage> message;
   try {
     autograd_->onSendRequest(header, value, to);
 #if RPCJOB_WITH_CUDA
-    const auto mapped =
-        inverseDeviceMap ? deviceMaps_.forResponse(peerName) : deviceMaps_.forRequest(peerName);
-    const DeviceTargets* targets = mapped.get();
+    message = makeMessage(
+        header, value,
+        (inverseDeviceMap ? deviceMaps_.forResponse(peerName) : deviceMaps_.forRequest(peerName))
+            .get());
 #else
-    const DeviceTargets* targets = nullptr;
+    message = makeMessage(header, value);
 #endif
-    if (!writes || !encodeForLane(*writes, header, value, targets, frame)) {
-      message = makeMessage(header, value, targets);
-    }
   } catch (...) {
     state->fail(std::current_exception());
     return future;
@@ -121,6 +113,9 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
     pending.function = header.function.empty() ? "rpcjob.internal" : header.function;
     pending.observed = options_.observer->callStarted(pending.function, peerName, now);
   }
+  uint64_t generation = 0;
+  std::shared_ptr<WriteQueue> writes;
+  std::shared_ptr<tensorpipe::Pipe> pipe = pipeTo(to, generation, &writes);
   pending.generation = generation;
   bool wakeTimeouts = false;
   bool alone = false;  // no other call to `to` unanswered
@@ -154,15 +149,8 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
     return future;
   }
   if (wakeTimeouts) pendingCv_.notify_all();
-  // Not refused: the pipe and its writes exist.
-  const std::shared_ptr<tensorpipe::Pipe>& pipe = writes->pipe;
-  if (frame.encoded()) {
-    if (batching && holdFrame(pipe, writes, frame)) return future;
-    if (sendOnLane(*writes, frame) != Routed::kPipe) return future;
-    message = frame.toMessage();
-  }
   message->inlinePayload = alone;  // else a burst: keep the batching window (WriteQueue)
-  if (batching && holdRequest(pipe, writes, message)) return future;
+  if (detail::batchingRuntime() == this && holdRequest(pipe, writes, message)) return future;
   enqueueWrite(pipe, *writes, std::move(message), writes);
   return future;
 }
@@ -504,7 +492,6 @@ void RuntimeImpl::sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t 
   trace::point("serve.reply", id);
   wire::Header h;
   h.id = id;
-  LaneFrame frame;
   std::shared_ptr<OutgoingMessage> message;
   if (!error) {
     h.type = wire::MessageType::kResponse;
@@ -513,14 +500,11 @@ void RuntimeImpl::sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t 
       const c10::IValue sent = forkRRefs(*value, &forked);
       autograd_->onSendResponse(ctx, h, sent);  // records a send when it needs one
 #if RPCJOB_WITH_CUDA
-      const auto mapped = deviceMaps_.forResponse(callerOf(server->callerRank).name);
-      const DeviceTargets* targets = mapped.get();
+      message =
+          makeMessage(h, &sent, deviceMaps_.forResponse(callerOf(server->callerRank).name).get());
 #else
-      const DeviceTargets* targets = nullptr;
+      message = makeMessage(h, &sent);
 #endif
-      if (!encodeForLane(server->writes, h, &sent, targets, frame)) {
-        message = makeMessage(h, &sent, targets);
-      }
     } catch (...) {
       unfork(forked);
       error = std::current_exception();
@@ -532,22 +516,12 @@ void RuntimeImpl::sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t 
     h.error = describe(error);
     message = makeMessage(h, nullptr);
   }
-  const bool record = options_.observer && !function.empty() && observed;
-  if (!error && frame.encoded()) {
-    const Routed routed = sendOnLane(server->writes, frame);
-    // On the lane it is written now: recorded as a message is once written.
-    if (routed == Routed::kLane && record) {
-      recordServed(function, server->callerRank, CallStatus::kOk, *observed, EventTime());
-    }
-    if (routed == Routed::kPipe) message = frame.toMessage();
+  // Finished when the response is written (flushWrites): recording it here
+  // would delay the write, which TensorPipe runs after this callback returns.
+  if (options_.observer && !function.empty() && observed) {
+    message->served = ServedCall{function, server->callerRank, statusOf(error), *observed};
   }
-  if (message) {
-    // Finished when the response is written (flushWrites): recording it here
-    // would delay the write, which TensorPipe runs after this callback returns.
-    if (record)
-      message->served = ServedCall{function, server->callerRank, statusOf(error), *observed};
-    writeServer(server, std::move(message));
-  }
+  writeServer(server, std::move(message));
   if (--serving_ == 0) shutdown_->onIdle();
 }
 

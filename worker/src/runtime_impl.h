@@ -25,7 +25,6 @@
 #include "future_state.h"
 #include "header_codec.h"
 #include "lane/order.h"
-#include "lane_frame.h"
 #include "pending_calls.h"
 #include "rpcjob/runtime/runtime.h"
 #include "rref_context.h"
@@ -149,9 +148,6 @@ class RuntimeImpl {
   // responses produced while one read message (or batch) is dispatched are
   // held (`corked`) and go out together when the dispatch returns.
   struct WriteQueue {
-    // A client pipe's (set once, before any use): the pipe these writes go to,
-    // so that a call needs one reference, not two, to send on it.
-    std::shared_ptr<tensorpipe::Pipe> pipe;
     std::mutex mu;
     bool busy = false;  // writes in flight (or a flush pending, or corked)
     std::vector<std::shared_ptr<OutgoingMessage>> queued;
@@ -165,9 +161,6 @@ class RuntimeImpl {
     // (wire::kHasOrder): `pipeSent` and `laneSent` count what went each way.
     std::shared_ptr<lane::Lane> lane;
     std::shared_ptr<lane::Lane> offered;  // a client's lane awaiting kLaneReply
-    // Whether `lane` is up, read without `mu`: a small message is encoded as a
-    // lane frame (LaneFrame) only then. A stale answer costs only speed.
-    std::atomic<bool> laneUp{false};
     uint64_t pipeSent = 0;
     uint64_t laneSent = 0;
     // The receiving side's order between this pipe's reads and its peer's lane.
@@ -246,9 +239,8 @@ class RuntimeImpl {
   std::string dispatchBatch(IncomingMessage& batch,
                             const std::function<void(IncomingMessage&)>& onMessage,
                             lane::Order* order);
-  // The writes of the client pipe to `rank` (its `pipe` set), connecting one
-  // when there is none; null when none can be made (failedPipes_ says why).
-  std::shared_ptr<WriteQueue> pipeTo(int rank, uint64_t& generation);
+  std::shared_ptr<tensorpipe::Pipe> pipeTo(int rank, uint64_t& generation,
+                                           std::shared_ptr<WriteQueue>* writes = nullptr);
   void connectLocked(Peer& peer);  // the caller starts the pipe once unlocked
   void startClientPipe(int rank, uint64_t generation, std::shared_ptr<tensorpipe::Pipe> pipe,
                        std::shared_ptr<WriteQueue> writes);
@@ -284,31 +276,17 @@ class RuntimeImpl {
 
  public:
   // call_batch.cc: the requests a CallBatch holds on its thread, per pipe.
-  // Requests for the lane are held as frames; while any is, `messages` is
-  // empty (a message held after frames turns them into messages first), so
-  // that they go in the order they were made.
   struct HeldPipe {
     std::shared_ptr<tensorpipe::Pipe> pipe;
     std::shared_ptr<WriteQueue> writes;
     std::vector<std::shared_ptr<OutgoingMessage>> messages;
-    LaneFrames frames;
   };
   using HeldRequests = std::vector<HeldPipe>;
   // Holds `message` when this thread's CallBatch is ours (true), else false.
   bool holdRequest(const std::shared_ptr<tensorpipe::Pipe>& pipe,
                    const std::shared_ptr<WriteQueue>& writes,
                    std::shared_ptr<OutgoingMessage>& message);
-  // The same for a request encoded as a lane frame (a copy of it is held).
-  bool holdFrame(const std::shared_ptr<tensorpipe::Pipe>& pipe,
-                 const std::shared_ptr<WriteQueue>& writes, const LaneFrame& frame);
   void writeHeld(HeldRequests held);
-
- private:
-  // This thread's held requests to `pipe` (made when it has none).
-  HeldPipe& heldFor(const std::shared_ptr<tensorpipe::Pipe>& pipe,
-                    const std::shared_ptr<WriteQueue>& writes);
-  // Writes `held` (one of this thread's) once it holds a CallBatch's maximum.
-  void writeHeldIfFull(HeldPipe& held);
 
  private:
   // runtime_lane.cc: the shared-memory lane beside a pipe to a peer on this host.
@@ -316,18 +294,6 @@ class RuntimeImpl {
   // Under writes.mu: sends `message` on the lane when it may, else stamps it
   // with its order for the pipe. kBroken: the lane's ring is broken (`why`).
   Routed routeLocked(WriteQueue& writes, OutgoingMessage& message, std::string& why);
-  // A small message's way to the lane without an OutgoingMessage: encodes it
-  // into `frame` when the pipe's lane is up and a lane may carry it (false:
-  // the caller makes the message as before).
-  bool encodeForLane(const WriteQueue& writes, const wire::Header& header, const c10::IValue* value,
-                     const DeviceTargets* targets, LaneFrame& frame);
-  // Sends an encoded frame on the lane, in order with the pipe, when the lane
-  // takes it now; kBroken: it broke and the pipe failed (laneBroken); kPipe:
-  // the pipe's turn (frame.toMessage(), enqueueWrite).
-  Routed sendOnLane(WriteQueue& writes, LaneFrame& frame);
-  // A CallBatch's frames to one pipe: on its lane under one lock, in order,
-  // while the lane takes them; the rest as messages (enqueueWrites).
-  void sendHeldFrames(HeldPipe& held);
   void laneBroken(WriteQueue& writes, const std::string& why);
   // Ends the pipe's lane: its poller drops it, waits on its order end.
   void closeLane(WriteQueue& writes);
@@ -352,8 +318,6 @@ class RuntimeImpl {
   // The observer's serverCallFinished for the calls `message` answers, once it
   // is written (or its write failed: the call was served all the same).
   void recordServed(const OutgoingMessage& message);
-  void recordServed(const std::string& function, int callerRank, CallStatus status,
-                    const Observer::CallToken& token, const EventTime& now);
   // A written message with CUDA tensors: kept until a GPU step (release_later.h).
   void holdDeviceTensors(const std::shared_ptr<OutgoingMessage>& message);
   bool waitHandshake(int rank, Clock::time_point deadline, std::string& error);

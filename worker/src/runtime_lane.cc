@@ -10,7 +10,6 @@
 
 #include "lane/lane.h"
 #include "lane/poller.h"
-#include "lane_frame.h"
 #include "runtime_impl.h"
 
 namespace rpcjob::runtime {
@@ -156,66 +155,6 @@ RuntimeImpl::Routed RuntimeImpl::routeLocked(WriteQueue& writes, OutgoingMessage
   return Routed::kPipe;
 }
 
-bool RuntimeImpl::encodeForLane(const WriteQueue& writes, const wire::Header& header,
-                                const c10::IValue* value, const DeviceTargets* targets,
-                                LaneFrame& frame) {
-  return writes.laneUp.load(std::memory_order_relaxed) && frame.encode(header, value, targets);
-}
-
-RuntimeImpl::Routed RuntimeImpl::sendOnLane(WriteQueue& writes, LaneFrame& frame) {
-  std::string why;
-  {
-    std::lock_guard<std::mutex> lock(writes.mu);
-    if (!writes.lane || !writes.lane->canSend() || frame.size() > writes.lane->maxFrame()) {
-      return Routed::kPipe;
-    }
-    frame.setOrder(writes.pipeSent);
-    switch (writes.lane->send(frame.data(), frame.size(), &why)) {
-      case lane::RingProducer::Status::kOk:
-        writes.laneSent++;
-        return Routed::kLane;
-      case lane::RingProducer::Status::kBroken:
-        break;
-      default:  // a full ring: the pipe takes it
-        return Routed::kPipe;
-    }
-  }
-  laneBroken(writes, why);
-  return Routed::kBroken;
-}
-
-void RuntimeImpl::sendHeldFrames(HeldPipe& held) {
-  WriteQueue& writes = *held.writes;
-  LaneFrames& frames = held.frames;
-  size_t sent = 0;
-  std::string why;
-  bool broken = false;
-  {
-    std::lock_guard<std::mutex> lock(writes.mu);
-    lane::Lane* l = writes.lane.get();
-    for (; sent < frames.count() && l != nullptr && l->canSend() &&
-           frames.size(sent) <= l->maxFrame();
-         ++sent) {
-      frames.setOrder(sent, writes.pipeSent);
-      const lane::RingProducer::Status s = l->send(frames.data(sent), frames.size(sent), &why);
-      if (s != lane::RingProducer::Status::kOk) {
-        broken = s == lane::RingProducer::Status::kBroken;
-        break;
-      }
-      writes.laneSent++;
-    }
-  }
-  if (broken) {  // as enqueueWrites: the pipe fails, and its calls with it
-    laneBroken(writes, why);
-    return;
-  }
-  if (sent == frames.count()) return;
-  std::vector<std::shared_ptr<OutgoingMessage>> rest;  // a full ring: the pipe takes them
-  rest.reserve(frames.count() - sent);
-  for (size_t i = sent; i < frames.count(); ++i) rest.push_back(frames.toMessage(i));
-  enqueueWrites(held.pipe, writes, std::move(rest), held.writes);
-}
-
 void RuntimeImpl::laneBroken(WriteQueue& writes, const std::string& why) {
   std::cerr << "rpcjob: worker '" << self().name
             << "': the peer broke the shared-memory lane: " << why << "\n";
@@ -229,7 +168,6 @@ void RuntimeImpl::closeLane(WriteQueue& writes) {
     std::lock_guard<std::mutex> lock(writes.mu);
     lane = writes.lane;  // kept: later messages stay ordered (they fail anyway)
     offered = std::move(writes.offered);
-    writes.laneUp.store(false, std::memory_order_relaxed);
   }
   writes.order->fail();
   if (lane) lane->close();

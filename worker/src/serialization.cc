@@ -53,9 +53,8 @@ bool fastTensor(const at::Tensor& t) {
 }
 
 // Whether `v` is made only of what the fast encoding carries; adds its encoded
-// size to `bytes`, so that the payload is allocated once (not grown field by
-// field), and counts the tensors it puts in the tensor table.
-bool fastEncodable(const c10::IValue& v, size_t depth, size_t& bytes, size_t& tableTensors) {
+// size to `bytes`, so that the payload is allocated once (not grown field by field).
+bool fastEncodable(const c10::IValue& v, size_t depth, size_t& bytes) {
   if (depth > wire::kFastMaxDepth) return false;
   if (v.isNone() || v.isBool()) {
     bytes += 1;
@@ -75,29 +74,17 @@ bool fastEncodable(const c10::IValue& v, size_t depth, size_t& bytes, size_t& ta
     if (!fastTensor(t)) return false;
     // tag, dtype, ndim, sizes, nbytes, bytes; or tag and table index
     const size_t n = t.nbytes();
-    const bool inlined = n <= wire::kFastInlineTensorBytes;
-    bytes += inlined ? 1 + 1 + 1 + 8 * t.dim() + 8 + n : 1 + 4;
-    tableTensors += inlined ? 0 : 1;
+    bytes += n <= wire::kFastInlineTensorBytes ? 1 + 1 + 1 + 8 * t.dim() + 8 + n : 1 + 4;
     return true;
   }
   if (v.isTuple()) {
     bytes += 1 + 4;
     for (const auto& e : v.toTupleRef().elements()) {
-      if (!fastEncodable(e, depth + 1, bytes, tableTensors)) return false;
+      if (!fastEncodable(e, depth + 1, bytes)) return false;
     }
     return true;
   }
   return false;
-}
-
-// CUDA build: host tensors that the device map sends to a GPU of the peer go
-// through the tensor table, so the value is pickled.
-bool hostTensorsMapped([[maybe_unused]] const DeviceTargets* targets) {
-#if RPCJOB_WITH_CUDA
-  return targets != nullptr && targets->map.count(-1) && targets->map.at(-1) >= 0;
-#else
-  return false;
-#endif
 }
 
 void fastEncode(const c10::IValue& v, wire::FastEncoder& e, std::vector<at::Tensor>& table) {
@@ -221,9 +208,11 @@ std::shared_ptr<OutgoingMessage> makeMessage(const wire::Header& header, const c
   }
   std::vector<at::Tensor> table;
   size_t fastBytes = 2;  // kFastMagic, kFastVersion
-  size_t tableTensors = 0;
-  const bool fast =
-      fastEncodable(*value, 0, fastBytes, tableTensors) && !hostTensorsMapped(targets);
+  bool fast = fastEncodable(*value, 0, fastBytes);
+#if RPCJOB_WITH_CUDA
+  // Host tensors mapped to a peer's GPU go through the tensor table.
+  if (targets != nullptr && targets->map.count(-1) && targets->map.at(-1) >= 0) fast = false;
+#endif
   if (fast) {
     out->payload.reserve(fastBytes);
     wire::FastEncoder encoder(out->payload);
@@ -260,20 +249,6 @@ std::shared_ptr<OutgoingMessage> makeMessage(const wire::Header& header, const c
     out->tensors.push_back(std::move(c));
   }
   return out;
-}
-
-bool appendInlineValue(const c10::IValue& value, const DeviceTargets* targets, size_t maxBytes,
-                       std::vector<char>& out) {
-  size_t bytes = 2;  // kFastMagic, kFastVersion
-  size_t tableTensors = 0;
-  if (!fastEncodable(value, 0, bytes, tableTensors) || tableTensors != 0 || bytes > maxBytes ||
-      hostTensorsMapped(targets)) {
-    return false;
-  }
-  std::vector<at::Tensor> table;  // stays empty: every tensor is inline
-  wire::FastEncoder encoder(out);
-  fastEncode(value, encoder, table);
-  return true;
 }
 
 std::shared_ptr<OutgoingMessage> makeRawMessage(const wire::Header& header, std::string bytes) {

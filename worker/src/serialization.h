@@ -63,12 +63,6 @@ struct OutgoingMessage {
 // `targets` (CUDA build) says where tensors go on the peer; null: CPU only.
 std::shared_ptr<OutgoingMessage> makeMessage(const wire::Header& header, const c10::IValue* value,
                                              const DeviceTargets* targets = nullptr);
-// Appends `value`'s payload, the bytes makeMessage would make of it, to `out`
-// when it needs no TensorPipe tensor (fast-encodable, every tensor inline; CUDA
-// build: no host tensor mapped to a GPU) and takes at most `maxBytes`; else
-// false, `out` unchanged. For lane frames (lane_frame.h).
-bool appendInlineValue(const c10::IValue& value, const DeviceTargets* targets, size_t maxBytes,
-                       std::vector<char>& out);
 // A message whose payload is raw bytes (the handshake's descriptors).
 std::shared_ptr<OutgoingMessage> makeRawMessage(const wire::Header& header, std::string bytes);
 
