@@ -12,10 +12,10 @@ void DeferredReleases::add(std::shared_ptr<void> object, size_t bytes, Clock::ti
     items_.push_back({std::move(object), now});
     bytes_ += bytes;
     if (items_.size() > kMaxItems || bytes_ > kMaxBytes) {
-      released.swap(items_);
-      bytes_ = 0;
+      takeAllLocked(released);
+    } else {
+      held_.store(items_.size(), std::memory_order_relaxed);
     }
-    held_.store(items_.size(), std::memory_order_relaxed);
   }
 }  // released outside the lock: a destructor may add again
 
@@ -23,10 +23,7 @@ void DeferredReleases::releaseAll() {
   if (held() == 0) return;  // the common case, at every GPU step: no lock
   std::vector<Item> released;
   std::lock_guard<std::mutex> lock(mu_);
-  released.swap(items_);
-  bytes_ = 0;
-  held_.store(0, std::memory_order_relaxed);
-  // `released` goes after the lock (declared first)
+  takeAllLocked(released);  // `released` goes after the lock (declared first)
 }
 
 void DeferredReleases::releaseOlderThan(Clock::time_point now, Clock::duration age) {
@@ -35,7 +32,11 @@ void DeferredReleases::releaseOlderThan(Clock::time_point now, Clock::duration a
   // Items are in the order added: if the first is young enough, all are. The
   // byte count is the callers' estimate; it restarts with what is kept.
   if (items_.empty() || now - items_.front().added < age) return;
-  released.swap(items_);
+  takeAllLocked(released);
+}
+
+void DeferredReleases::takeAllLocked(std::vector<Item>& out) {
+  out.swap(items_);
   bytes_ = 0;
   held_.store(0, std::memory_order_relaxed);
 }

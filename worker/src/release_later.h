@@ -46,6 +46,8 @@ class DeferredReleases {
     std::shared_ptr<void> object;
     Clock::time_point added;
   };
+  // Everything held, into `out` (released by the caller once the lock is gone).
+  void takeAllLocked(std::vector<Item>& out);
   const bool enabled_;
   mutable std::mutex mu_;
   std::vector<Item> items_;
