@@ -50,6 +50,14 @@ bool isLaneMessage(wire::MessageType t, bool toServer) {
   return !toServer && (t == wire::MessageType::kResponse || t == wire::MessageType::kError);
 }
 
+// Which message an out-of-order frame was, for the error that closes its pipe.
+std::string describeFrame(const wire::Header& h) {
+  std::string out = "a frame of type " + std::to_string(static_cast<int>(h.type)) + ", id " +
+                    std::to_string(h.id);
+  if (!h.function.empty()) out += ", function '" + h.function + "'";
+  return out;
+}
+
 }  // namespace
 
 wire::DeviceDescriptors RuntimeImpl::laneDescriptor() const {
@@ -113,6 +121,7 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
           return lane::Delivery::kFailed;
         }
         const lane::Delivery d = order->mayDeliver(h.orderBefore, error);
+        if (d == lane::Delivery::kFailed) error += " (" + describeFrame(h) + ")";
         if (d != lane::Delivery::kDelivered) return d;
         if (h.inlinePayload)
           msg->payload.assign(data + h.payloadOffset, data + h.payloadOffset + h.payloadLength);

@@ -9,6 +9,10 @@ namespace rpcjob::runtime::lane {
 bool Order::awaitLane(uint64_t before, std::string& error) {
   if (laneDone_.load(std::memory_order_acquire) >= before) return true;
   pipeWaitsFor_.store(before, std::memory_order_seq_cst);
+  // A frame the poller left blocked before this wait began is looked at
+  // again now: if it follows this very message, the poller fails the lane at
+  // once (mayDeliver) instead of this reader giving up after kAwaitLimit.
+  if (laneBlocked_.load(std::memory_order_seq_cst) && wake_) wake_();
   const auto start = std::chrono::steady_clock::now();
   bool ok = true;
   for (int round = 0;; ++round) {
@@ -24,7 +28,15 @@ bool Order::awaitLane(uint64_t before, std::string& error) {
     }
     if (std::chrono::steady_clock::now() - start > kAwaitLimit) {
       error = "the shared-memory lane did not deliver the " + std::to_string(before) +
-              " frames that precede a message";
+              " frames that precede a message (" +
+              std::to_string(laneDone_.load(std::memory_order_acquire)) + " came";
+      if (laneBlocked_.load(std::memory_order_acquire)) {
+        error += "; the next one waits for " +
+                 std::to_string(blockedBefore_.load(std::memory_order_relaxed)) +
+                 " pipe messages, " + std::to_string(pipeDone_.load(std::memory_order_acquire)) +
+                 " dispatched";
+      }
+      error += ")";
       ok = false;
       break;
     }
@@ -44,6 +56,7 @@ Delivery Order::mayDeliver(uint64_t before, std::string& error) {
     laneBlocked_.store(false, std::memory_order_relaxed);
     return Delivery::kDelivered;
   }
+  blockedBefore_.store(before, std::memory_order_relaxed);
   laneBlocked_.store(true, std::memory_order_seq_cst);
   if (pipeDone_.load(std::memory_order_seq_cst) >= before) {  // it came meanwhile
     laneBlocked_.store(false, std::memory_order_relaxed);

@@ -12,7 +12,8 @@
 // already; the wait ends when the lane fails, and after kAwaitLimit (a
 // frame that never comes: a broken or hostile peer). A frame that claims to
 // follow the very pipe message that waits for it is a contradiction: the lane
-// fails at once (no deadlock between the two).
+// fails at once (no deadlock between the two), whichever of the two came first
+// (a reader that starts to wait rings the poller of a frame blocked before).
 //
 // Thread-safe: one pipe reader and one poller use it.
 
@@ -50,6 +51,7 @@ class Order {
   std::atomic<bool> failed_{false};
   std::atomic<uint64_t> pipeWaitsFor_{0};  // lane frames the pipe's reader waits for
   std::atomic<bool> laneBlocked_{false};
+  std::atomic<uint64_t> blockedBefore_{0};  // the blocked frame's order, for errors
   std::function<void()> wake_;
 };
 
