@@ -15,6 +15,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <iostream>
 #include <thread>
 
@@ -381,6 +382,36 @@ TEST(Channels, UnviableGdrIsSkippedNotAborted) {
   EXPECT_TRUE(c == "cuda_basic" || c == "cuda_gdr") << c;
   at::Tensor x = onDevice(1000, 0);
   EXPECT_TRUE(sameValues(pair.rt().rpcSync("w1", "add_one", {x}).toTensor(), x + 1));
+}
+
+// A small call (the shared-memory lane) answered inline with a CUDA tensor (the
+// pipe), and a pipe message right behind it: TensorPipe may run that message's
+// read callback inside the answer's write, on the lane's poller thread. It
+// must not wait there for the frame being handled: it waited out the lane's
+// 5 s limit and closed the pipe (the pipeline seed on one H100).
+TEST(Lane, AnAnswerOnThePipeFromTheLanesPollerDoesNotStallIt) {
+  devicesUsed(pairDevices());
+  gpu::Pair pair({{"cuda:0", gpu::cudaName(workerGpu())}}, "", "");
+  pair.start();
+  auto& rt = pair.rt();
+  const at::Tensor x = onDevice(1024, 0);
+  const auto start = std::chrono::steady_clock::now();
+  for (int round = 0; round < 200; ++round) {
+    std::vector<runtime::Future> calls;
+    for (int i = 0; i < 4; ++i) {
+      calls.push_back(rt.rpcAsync("w1", "make_on_inline", {gpu::cudaName(workerGpu()), 1.5}));
+      calls.push_back(rt.rpcAsync("w1", "add_one", {x}));
+    }
+    for (size_t i = 0; i < calls.size(); ++i) {
+      try {
+        const at::Tensor got = calls[i].valueOnStreams().toTensor();
+        ASSERT_TRUE(sameValues(got, i % 2 == 0 ? at::full({1024}, 1.5) : x + 1)) << round;
+      } catch (const std::exception& e) {
+        FAIL() << "round " << round << ", call " << i << ": " << e.what();
+      }
+    }
+    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60)) << round;
+  }
 }
 
 TEST(Metrics, ServedInTheCudaBuild) {

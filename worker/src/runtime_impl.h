@@ -225,6 +225,8 @@ class RuntimeImpl {
     IncomingMessage msg;
   };
   void readNext(std::shared_ptr<PipeReader> reader);
+  // The message read: dispatched in order with the lane, then the next read.
+  void dispatchRead(std::shared_ptr<PipeReader> reader);
   // Holds `server`'s writes (true), unless a write is in flight anyway; then
   // writes what was queued meanwhile, as one batch where it can.
   bool corkWrites(ServerPipe& server);

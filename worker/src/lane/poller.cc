@@ -15,6 +15,14 @@ constexpr int kFramesPerTurn = 64;  // then the next lane: one busy peer starves
 constexpr std::chrono::milliseconds kIdleWake{100};
 }  // namespace
 
+namespace {
+thread_local bool tPollerThread = false;
+}  // namespace
+
+bool onAPollerThread() {
+  return tPollerThread;
+}
+
 std::chrono::microseconds spinFromEnvironment() {
   return microsecondsFromEnvironment("RPCJOB_LANE_SPIN_US", std::chrono::microseconds(100),
                                      10000000);
@@ -52,6 +60,7 @@ void Poller::add(std::shared_ptr<Lane> lane) {
         // Threads inherit their creator's name: without this the poller, started
         // from a TensorPipe callback, shows as TP_SHM_reactor in top and perf.
         pthread_setname_np(pthread_self(), "rpcjob_lane");
+        tPollerThread = true;
         loop();
       });
   }

@@ -26,6 +26,10 @@ namespace rpcjob::runtime::lane {
 // RPCJOB_LANE_SPIN_US, else 100.
 std::chrono::microseconds spinFromEnvironment();
 
+// Whether the calling thread is a lane poller's (of any runtime): lane frames'
+// handlers run there, so nothing there may wait for a lane's frames.
+bool onAPollerThread();
+
 class Poller {
  public:
   // The bell's memfd is made now: `error` says why not (no lane then).
