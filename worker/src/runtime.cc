@@ -119,6 +119,7 @@ RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::strin
   if (options_.deviceMaps.empty()) options_.deviceMaps = deviceMapsOf(assignment_, name);
   maxMessageBytes_ = options_.maxMessageBytes > 0 ? options_.maxMessageBytes : memoryLimitBytes();
   pool_ = std::make_shared<ThreadPool>(options_.poolThreads);
+  readHandoff_ = std::make_unique<ThreadPool>(1);
   rrefs_ = std::make_unique<RRefContext>(pool_, selfRank_, options_.defaultTimeout);
   autograd_ = std::make_unique<autograd::Container>(*this);
   shutdown_ = std::make_unique<ShutdownCoordinator>(*this);
@@ -352,54 +353,57 @@ void RuntimeImpl::readLoop(std::shared_ptr<tensorpipe::Pipe> pipe,
 
 void RuntimeImpl::readNext(std::shared_ptr<PipeReader> reader) {
   tensorpipe::Pipe& pipe = *reader->pipe;
-  pipe.readDescriptor([this, reader](const tensorpipe::Error& error,
-                                     tensorpipe::Descriptor descriptor) mutable {
-    trace::point("pipe.descriptor");
-    if (error) {
-      reader->onError(error.what(), nullptr);
-      return;
-    }
-    IncomingMessage& msg = reader->msg;  // cleared after the previous dispatch
-    tensorpipe::Allocation allocation;
-    std::string bad;
-    try {
-      bad = prepareRead(descriptor, msg, allocation, maxMessageBytes_);
-    } catch (const c10::Error& e) {  // out of (device) memory for what the peer announced
-      bad = std::string("cannot allocate the incoming message: ") + e.what_without_backtrace();
-    } catch (const std::exception& e) {
-      bad = std::string("cannot allocate the incoming message: ") + e.what();
-    }
-    if (!bad.empty()) {
-      // A peer that sends what we cannot parse is broken or hostile: drop the pipe
-      // (its pending calls fail) rather than guess where the next message starts.
-      std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
-                << reader->pipe->getRemoteName() << "': " << bad << "\n";
-      wire::Header header;
-      const bool decoded =
-          wire::decodeHeader(descriptor.metadata.data(), descriptor.metadata.size(), header)
-              .empty();
-      reader->onError(bad, decoded ? &header : nullptr);
-      return;
-    }
-    reader->pipe->read(
-        std::move(allocation), [this, reader](const tensorpipe::Error& error) mutable {
-          trace::point("pipe.read", reader->msg.header.id);
-          if (error) {
-            reader->onError(error.what(), nullptr);
-            return;
-          }
-          // TensorPipe runs this on whichever thread drives its loop, also
-          // one that only wrote to a pipe: a lane frame's handler answering
-          // on the pipe, on the lane's poller. The message may wait there
-          // for that very lane (lane/order.h), whose poller would never
-          // come back to deliver it: it goes to the pool instead. (The next
-          // read starts once it was dispatched, so the order holds.)
-          if (lane::onAPollerThread() && pool_->submit([this, reader] { dispatchRead(reader); })) {
-            return;
-          }
-          dispatchRead(std::move(reader));
-        });
-  });
+  pipe.readDescriptor(
+      [this, reader](const tensorpipe::Error& error, tensorpipe::Descriptor descriptor) mutable {
+        trace::point("pipe.descriptor");
+        if (error) {
+          reader->onError(error.what(), nullptr);
+          return;
+        }
+        IncomingMessage& msg = reader->msg;  // cleared after the previous dispatch
+        tensorpipe::Allocation allocation;
+        std::string bad;
+        try {
+          bad = prepareRead(descriptor, msg, allocation, maxMessageBytes_);
+        } catch (const c10::Error& e) {  // out of (device) memory for what the peer announced
+          bad = std::string("cannot allocate the incoming message: ") + e.what_without_backtrace();
+        } catch (const std::exception& e) {
+          bad = std::string("cannot allocate the incoming message: ") + e.what();
+        }
+        if (!bad.empty()) {
+          // A peer that sends what we cannot parse is broken or hostile: drop the pipe
+          // (its pending calls fail) rather than guess where the next message starts.
+          std::cerr << "rpcjob: worker '" << self().name << "': closing a pipe from '"
+                    << reader->pipe->getRemoteName() << "': " << bad << "\n";
+          wire::Header header;
+          const bool decoded =
+              wire::decodeHeader(descriptor.metadata.data(), descriptor.metadata.size(), header)
+                  .empty();
+          reader->onError(bad, decoded ? &header : nullptr);
+          return;
+        }
+        reader->pipe->read(std::move(allocation),
+                           [this, reader](const tensorpipe::Error& error) mutable {
+                             trace::point("pipe.read", reader->msg.header.id);
+                             if (error) {
+                               reader->onError(error.what(), nullptr);
+                               return;
+                             }
+                             // TensorPipe runs this on whichever thread drives its loop, also
+                             // one that only wrote to a pipe: a lane frame's handler answering
+                             // on the pipe, on the lane's poller. The message may wait there
+                             // for that very lane (lane/order.h), whose poller would never
+                             // come back to deliver it: it goes to a thread of its own instead
+                             // (not the pool, whose threads may all wait for answers that such
+                             // reads bring). The next read starts once it was dispatched, so
+                             // the order holds.
+                             if (lane::onAPollerThread() &&
+                                 readHandoff_->submit([this, reader] { dispatchRead(reader); })) {
+                               return;
+                             }
+                             dispatchRead(std::move(reader));
+                           });
+      });
 }
 
 void RuntimeImpl::dispatchRead(std::shared_ptr<PipeReader> reader) {

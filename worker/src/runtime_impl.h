@@ -377,6 +377,9 @@ class RuntimeImpl {
   std::unordered_map<std::string, int> rankByName_;
   int selfRank_ = -1;
   std::shared_ptr<ThreadPool> pool_;
+  // Dispatches pipe messages that TensorPipe read on a lane's poller thread
+  // (readNext): one thread, in order, that no user function can hold.
+  std::unique_ptr<ThreadPool> readHandoff_;
   std::unordered_map<std::string, Registered> functions_;  // read-only after start()
   std::atomic<bool> started_{false};
   std::atomic<bool> closed_{false};

@@ -99,6 +99,7 @@ void RuntimeImpl::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline
     context_->close();
     context_->join();
   }
+  readHandoff_->stop();  // no read is handed over once the context is joined
   std::vector<Pending> failed;
   {
     std::lock_guard<std::mutex> lock(pendingMu_);
