@@ -84,19 +84,14 @@ inline void registerGpuFunctions(runtime::Runtime& rt) {
   rt.registerFunction("is_pinned", [](const CallInfo&, std::vector<c10::IValue> args) {
     return c10::IValue(args[0].toTensor().is_pinned());
   });
-  rt.registerFunction("make_on", [](const CallInfo&, std::vector<c10::IValue> args) {
+  auto makeOn = [](const CallInfo&, std::vector<c10::IValue> args) {
     auto device = c10::Device(args[0].toStringRef());
     return c10::IValue(at::full({1024}, args[1].toDouble(), at::TensorOptions().device(device)));
-  });
-  // make_on, answered on the thread that read the call (for a small call on a
+  };
+  rt.registerFunction("make_on", makeOn);
+  // The same, answered on the thread that read the call (for a small call on a
   // shared-memory lane: the lane's poller).
-  rt.registerFunction("make_on_inline",
-                      [](const CallInfo&, std::vector<c10::IValue> args) {
-                        auto device = c10::Device(args[0].toStringRef());
-                        return c10::IValue(at::full({1024}, args[1].toDouble(),
-                                                    at::TensorOptions().device(device)));
-                      },
-                      {true});
+  rt.registerFunction("make_on_inline", makeOn, {true});
   // The remote shard of the model-split experiment: a 1000x1000 linear on the
   // worker's GPU (whatever device its input arrives on).
   auto weight = std::make_shared<at::Tensor>();

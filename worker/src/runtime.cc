@@ -389,14 +389,7 @@ void RuntimeImpl::readNext(std::shared_ptr<PipeReader> reader) {
                                reader->onError(error.what(), nullptr);
                                return;
                              }
-                             // TensorPipe runs this on whichever thread drives its loop, also
-                             // one that only wrote to a pipe: a lane frame's handler answering
-                             // on the pipe, on the lane's poller. The message may wait there
-                             // for that very lane (lane/order.h), whose poller would never
-                             // come back to deliver it: it goes to a thread of its own instead
-                             // (not the pool, whose threads may all wait for answers that such
-                             // reads bring). The next read starts once it was dispatched, so
-                             // the order holds.
+                             // Not on a lane's poller: readHandoff_ says why.
                              if (lane::onAPollerThread() &&
                                  readHandoff_->submit([this, reader] { dispatchRead(reader); })) {
                                return;

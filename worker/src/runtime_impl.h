@@ -378,7 +378,13 @@ class RuntimeImpl {
   int selfRank_ = -1;
   std::shared_ptr<ThreadPool> pool_;
   // Dispatches pipe messages that TensorPipe read on a lane's poller thread
-  // (readNext): one thread, in order, that no user function can hold.
+  // (readNext). TensorPipe runs a read's callback on whichever thread drives
+  // its loop, also one that only wrote: a lane frame's handler answering on
+  // the pipe. That message may wait for the very frame being handled
+  // (lane/order.h), which its poller would never come back to deliver. One
+  // thread, not the pool, whose threads may all wait for answers that such
+  // reads bring; the next read starts once this one was dispatched, so the
+  // order holds.
   std::unique_ptr<ThreadPool> readHandoff_;
   std::unordered_map<std::string, Registered> functions_;  // read-only after start()
   std::atomic<bool> started_{false};

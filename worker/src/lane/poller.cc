@@ -13,9 +13,6 @@ namespace rpcjob::runtime::lane {
 namespace {
 constexpr int kFramesPerTurn = 64;  // then the next lane: one busy peer starves none
 constexpr std::chrono::milliseconds kIdleWake{100};
-}  // namespace
-
-namespace {
 thread_local bool tPollerThread = false;
 }  // namespace
 
