@@ -2,13 +2,19 @@
 // recipe's split with both halves on GPUs -- cuda:0 here, cuda:1 in the worker,
 // or cuda:0 in both processes on a one-GPU machine -- gives the gradients and,
 // through DistributedOptimizer, the weights of the same model run in this one
-// process; the worker has no device map of its own (the backward pass sends
-// gradients back with the inverse of ours), and no context outlives its scope.
+// process (SGD and Adam); nested calls back to the driver and an RRef's toHere
+// keep the graph; a remote backward that throws, or a worker that dies in it,
+// fails the driver's backward promptly. The worker has no device map of its own
+// unless it calls the driver (the backward pass sends gradients back with the
+// inverse of ours), and no context outlives its scope.
 #include <c10/cuda/CUDAFunctions.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <chrono>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "gpu_autograd_functions.h"
 #include "gpu_pair.h"
@@ -97,16 +103,126 @@ TEST(DistAutogradGpu, ConcurrentContextsOnTheGpu) {
   expectNoContexts(rt);
 }
 
-TEST(DistAutogradGpu, SgdThroughDistributedOptimizerEqualsLocalTraining) {
+// The driver's layer (gag.make on the driver itself), for graphs that come back here.
+void makeDriverLayer(runtime::Runtime& rt, int64_t n, int64_t seed) {
+  rt.rpcSync("driver", "gag.make", {std::string("cuda:0"), n, n, seed, false});
+}
+
+at::Tensor layer(const std::pair<at::Tensor, at::Tensor>& p, const at::Tensor& x) {
+  return at::tanh(at::addmm(p.second, x, p.first.t()));
+}
+
+std::pair<at::Tensor, at::Tensor> gradsOn(runtime::Runtime& rt, const std::string& worker,
+                                          dist::ContextId id) {
+  auto t = rt.rpcSync(worker, "gag.grads", {id}).toTuple();
+  return {t->elements()[0].toTensor(), t->elements()[1].toTensor()};
+}
+
+TEST(DistAutogradGpu, NestedCallsBackToTheDriverAndAnRRefsToHere) {
+  // w1 calls the driver back inside its forward, so it needs a device map to the
+  // driver too: the inverse of ours.
+  const c10::Device cuda0("cuda:0");
+  gpu::Pair pair({{"cuda:0", peerDevice()}}, peerDevice() + "=cuda:0", "",
+                 gpu::registerGpuAutogradFunctions);
+  pair.start();
+  auto& rt = pair.rt();
+  rt.rpcSync("w1", "gag.make", {peerDevice(), int64_t{32}, int64_t{32}, int64_t{2}, false});
+  makeDriverLayer(rt, 32, 3);
+  auto local = gpu::gpuLinearParams(32, 32, 1, cuda0);
+  at::Tensor x = at::randn({8, 32}, at::TensorOptions().device(cuda0));
+  auto p1 = gpu::gpuLinearParams(32, 32, 1, cuda0);
+  auto p2 = gpu::gpuLinearParams(32, 32, 2, cuda0);
+  auto p3 = gpu::gpuLinearParams(32, 32, 3, cuda0);
+
+  {  // driver -> w1 -> driver, each answering the one before
+    dist::Context ctx(rt);
+    at::Tensor y = rt.rpcSync("w1", "gag.nested", {layer(local, x)}).toTensor();
+    EXPECT_TRUE(y.is_cuda());
+    dist::backward(rt, ctx.id(), {y.pow(2).sum()});
+    at::Tensor ref = layer(p3, layer(p2, layer(p1, x))).mul(2).pow(2).sum();
+    auto g = torch::autograd::grad({ref},
+                                   {p1.first, p1.second, p2.first, p2.second, p3.first, p3.second});
+    expectClose(dist::gradientOf(rt, ctx.id(), local.first), g[0], "local weight");
+    expectClose(dist::gradientOf(rt, ctx.id(), local.second), g[1], "local bias");
+    auto [w1w, w1b] = gradsOn(rt, "w1", ctx.id());
+    expectClose(w1w, g[2], "w1 weight");
+    expectClose(w1b, g[3], "w1 bias");
+    auto [dw, db] = gradsOn(rt, "driver", ctx.id());
+    expectClose(dw, g[4], "driver layer weight (reached through w1's call back)");
+    expectClose(db, g[5], "driver layer bias");
+  }
+  expectNoContexts(rt);
+
+  {  // remote() on w1, then toHere: the fetch is in the graph
+    dist::Context ctx(rt);
+    runtime::RRef r = rt.remote("w1", "gag.forward", {layer(local, x)});
+    at::Tensor y = r.toHere().toTensor();
+    EXPECT_TRUE(y.is_cuda());
+    EXPECT_TRUE(y.requires_grad());
+    dist::backward(rt, ctx.id(), {y.sum()});
+    auto g = torch::autograd::grad({layer(p2, layer(p1, x)).sum()},
+                                   {p1.first, p1.second, p2.first, p2.second});
+    expectClose(dist::gradientOf(rt, ctx.id(), local.first), g[0], "local weight through toHere");
+    expectClose(dist::gradientOf(rt, ctx.id(), local.second), g[1], "local bias through toHere");
+    auto [w1w, w1b] = gradsOn(rt, "w1", ctx.id());
+    expectClose(w1w, g[2], "w1 weight through toHere");
+    expectClose(w1b, g[3], "w1 bias through toHere");
+  }
+  expectNoContexts(rt);
+}
+
+TEST(DistAutogradGpu, ARemoteBackwardThatThrowsFailsTheDriversBackward) {
+  Split s(32);
+  auto& rt = s.pair.rt();
+  {
+    dist::Context ctx(rt);
+    at::Tensor h = s.forward(at::randn({4, 32}, at::TensorOptions().device(at::kCUDA, 0)));
+    at::Tensor y = rt.rpcSync("w1", "gag.throw_in_backward", {h}).toTensor();
+    try {
+      dist::backward(rt, ctx.id(), {y.sum()});
+      FAIL() << "backward succeeded";
+    } catch (const runtime::RpcError& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find("boom in backward on w1"), std::string::npos) << what;
+    }
+  }
+  expectNoContexts(rt);
+}
+
+TEST(DistAutogradGpu, AWorkerDyingDuringBackwardFailsItPromptly) {
+  Split s(32);
+  auto& rt = s.pair.rt();
+  auto started = std::chrono::steady_clock::now();
+  {
+    dist::Context ctx(rt);
+    at::Tensor h = s.forward(at::randn({4, 32}, at::TensorOptions().device(at::kCUDA, 0)));
+    at::Tensor y = rt.rpcSync("w1", "gag.exit_in_backward", {h}).toTensor();
+    try {
+      dist::backward(rt, ctx.id(), {y.sum()});
+      FAIL() << "backward succeeded";
+    } catch (const runtime::RpcError& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find("w1"), std::string::npos) << what;
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+  EXPECT_EQ(rt.rpcSync("driver", runtime::kBuiltinAutogradContexts, {}).toListRef().size(), 0u);
+}
+
+// N steps of an optimizer through DistributedOptimizer on the worker's GPU and
+// locally give the same weights.
+template <typename Options, typename Local>
+void trainAndCompare(const Options& options) {
   Split s(64);
   auto& rt = s.pair.rt();
   std::vector<runtime::RRef> params{rt.remote("w1", "gag.param", {int64_t{0}}),
                                     rt.remote("w1", "gag.param", {int64_t{1}})};
   auto [lw, lb] = gpu::gpuLinearParams(64, 64, 1, c10::Device("cuda:0"));
   auto [rw, rb] = gpu::gpuLinearParams(64, 64, 2, c10::Device("cuda:0"));
-  torch::optim::SGD local({rw, rb}, torch::optim::SGDOptions(0.1).momentum(0.5));
+  const at::Tensor initial = rw.detach().clone();
+  Local local({rw, rb}, options);
   {
-    runtime::DistributedOptimizer opt(rt, params, torch::optim::SGDOptions(0.1).momentum(0.5));
+    runtime::DistributedOptimizer opt(rt, params, options);
     for (int step = 0; step < 3; ++step) {
       at::Tensor x = at::randn({16, 64}, at::TensorOptions().device(at::kCUDA, 0));
       {
@@ -123,8 +239,19 @@ TEST(DistAutogradGpu, SgdThroughDistributedOptimizerEqualsLocalTraining) {
   auto w = rt.rpcSync("w1", "gag.weights", {}).toTuple();
   expectClose(w->elements()[0].toTensor(), rw.detach(), "remote weight");
   expectClose(w->elements()[1].toTensor(), rb.detach(), "remote bias");
+  EXPECT_FALSE(at::allclose(rw.detach(), initial)) << "training did not move the weights";
   params.clear();
   expectNoContexts(rt);
+}
+
+TEST(DistAutogradGpu, SgdThroughDistributedOptimizerEqualsLocalTraining) {
+  trainAndCompare<torch::optim::SGDOptions, torch::optim::SGD>(
+      torch::optim::SGDOptions(0.1).momentum(0.5));
+}
+
+TEST(DistAutogradGpu, AdamThroughDistributedOptimizerEqualsLocalTraining) {
+  trainAndCompare<torch::optim::AdamOptions, torch::optim::Adam>(
+      torch::optim::AdamOptions(0.01).betas({0.8, 0.99}));
 }
 
 }  // namespace

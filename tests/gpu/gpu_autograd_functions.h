@@ -6,8 +6,11 @@
 #include <ATen/core/ivalue.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 
 #include "rpcjob/runtime/dist_autograd.h"
 #include "rpcjob/runtime/runtime.h"
@@ -82,6 +85,36 @@ inline void registerGpuAutogradFunctions(runtime::Runtime& rt) {
     std::lock_guard<std::mutex> lock(layer->mu);
     return c10::IValue(
         c10::ivalue::Tuple::create({layer->w.detach().cpu(), layer->b.detach().cpu()}));
+  });
+  // (x) -> 2 * the driver's layer applied to this layer's output: a call back
+  // to the driver inside this one (the graph goes driver -> here -> driver).
+  rt.registerFunction("gag.nested", [layer](const CallInfo& call, Args a) {
+    at::Tensor w, b;
+    {
+      std::lock_guard<std::mutex> lock(layer->mu);
+      w = layer->w;
+      b = layer->b;
+    }
+    at::Tensor y = at::tanh(at::addmm(b, a.at(0).toTensor().to(w.device()), w.t()));
+    return c10::IValue(call.runtime.rpcSync("driver", "gag.forward", {y}).toTensor().mul(2));
+  });
+  // (x) -> x * 3, whose backward throws here.
+  rt.registerFunction("gag.throw_in_backward", [](const CallInfo& call, Args a) {
+    at::Tensor y = a.at(0).toTensor().mul(3);
+    std::string self = call.runtime.self().name;
+    y.register_hook([self](const at::Tensor&) -> at::Tensor {
+      throw std::runtime_error("boom in backward on " + self);
+    });
+    return c10::IValue(y);
+  });
+  // (x) -> x * 3, whose backward ends this process.
+  rt.registerFunction("gag.exit_in_backward", [](const CallInfo&, Args a) {
+    at::Tensor y = a.at(0).toTensor().mul(3);
+    y.register_hook([](const at::Tensor& g) -> at::Tensor {
+      std::_Exit(3);
+      return g;
+    });
+    return c10::IValue(y);
   });
 }
 
