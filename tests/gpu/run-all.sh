@@ -83,7 +83,7 @@ if want build; then
   head -c 6000 "$L/tp_headers.diff" 2>/dev/null
   (cmake --preset gpu -DRPCJOB_BUILD_OPERATOR=OFF -DTensorpipe_INCLUDE_DIR=$TORCH_DIR/include \
     -DRPCJOB_TENSORPIPE_EXTRA_INCLUDE_DIR=$TP >"$L/configure.log" 2>&1 &&
-    cmake --build $B -j32 --target rpcjob_gpu_test rpcjob_gpu_autograd_test rpcjob-gpu-bench rpcjob-same-gpu-floor \
+    cmake --build $B -j32 --target rpcjob_gpu_test rpcjob_gpu_autograd_test rpcjob-gpu-bench rpcjob-same-gpu-floor rpcjob-recipe-floor \
       rpcjob-bench rpcjob-autograd-bench rpcjob-worker rpcjob rpcjob-launch >"$L/build.log" 2>&1) ||
     { grep -B5 -A25 -m3 "error" "$L/build.log" | head -120; tail -30 "$L/configure.log"; exit 1; }
   say "build ok ($((SECONDS - T0)) s)"
@@ -339,6 +339,9 @@ if want bench; then
   # The bound under the shared GPU's round trips: a hand-off between two processes
   # on one GPU with nothing but the CUDA runtime (same_gpu_floor.cc).
   timeout 120 $B/tests/gpu/rpcjob-same-gpu-floor | tee "$L/same_gpu_floor.txt" | tee -a "$S"
+  # The recipe's own GPU work in two processes, no RPC (recipe_floor.cc): the least
+  # time its CUDA mode can take here; table.py prints it under the recipe's figures.
+  timeout 200 $B/tests/gpu/rpcjob-recipe-floor 2>>"$L/bench.err" | tee -a "$R" "$S"
   # One worker's backward pass (the recipe shard's) on the calling thread beside
   # libtorch's engine, which hands CUDA nodes to its device thread (issue 15).
   timeout 120 $B/worker/rpcjob-autograd-bench --device cuda | tee "$L/autograd_bench.txt" | tee -a "$S"
