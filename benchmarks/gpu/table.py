@@ -94,6 +94,23 @@ def copy_bound(cpu, key):
         share += f" ({cpu['rtt_4mb_of_pool_bound'] * 100:.0f} % of the pooled bound)"
     return bound, share
 
+# rpcjob-lane-floor's figures (the lane's rings alone, same run, lane_* keys): the
+# floor under our small calls and async rate, whose messages travel on the lane.
+LANE_BOUNDS = {"small_rtt_p50_us": ("lane_small_rtt_p50_us", "us"),
+               "small_rtt_p99_us": ("lane_small_rtt_p99_us", "us"),
+               "async_calls_per_s": ("lane_async_msgs_per_s", "messages/s")}
+
+
+def lane_bound(cpu, key):
+    if key not in LANE_BOUNDS or not cpu.get(LANE_BOUNDS[key][0]) or not cpu.get(key):
+        return "", ""
+    lane_key, unit = LANE_BOUNDS[key]
+    bound = f"{cpu[lane_key]:.{0 if unit == 'messages/s' else 2}f} {unit}, the lane's rings alone"
+    share = (f"{100 * cpu[key] / cpu[lane_key]:.0f} % of its rate" if unit == "messages/s"
+             else f"{cpu[key] / cpu[lane_key]:.1f}x its round trip")
+    return bound, share
+
+
 def tensorpipe_alone(cpu, key):
     """The TensorPipe-alone cell: the floor for ours, in brackets what it is made of."""
     def v(k):
@@ -120,6 +137,8 @@ if len(sys.argv) > 2:
         print("|---|---|---|---|---|---|---|")
         for label, key, target in CPU_ROWS:
             bound, share = copy_bound(cpu, key)
+            if not bound:
+                bound, share = lane_bound(cpu, key)
             print(f"| {label} | {cpu.get(key, 'n/a')} | {tensorpipe_alone(cpu, key)} "
                   f"| {torch_cpu.get('cpu_' + key, 'n/a')} | {target} | {bound} | {share} |")
         if "tp_small_rtt_p50_us" in cpu:

@@ -17,11 +17,16 @@
 // blocks nor calls out). PyTorch's own RPC, measured the same way in the same
 // run, is benchmarks/gpu/torch_rpc_bench.py; benchmarks/gpu/table.py prints both.
 //
-//   rpcjob-bench [--json] [--no-large] [--worker PATH] [--floor PATH]
+//   rpcjob-bench [--json] [--no-large] [--worker PATH] [--floor PATH] [--lane-floor PATH]
 //                [--metrics [--rounds N] [--recorders observer,channels,transports]
 //                           [--slice CALLS]]
 //
-// --floor: rpcjob-tp-floor's path (default: beside this program's binary).
+// --floor, --lane-floor: rpcjob-tp-floor's and rpcjob-lane-floor's paths
+// (default: beside this program's binary).
+// Beside it, "lane rings alone": rpcjob-lane-floor (benchmarks/floor/), the
+// rings of rpcjob's shared-memory lane between two processes with every thread
+// polling: the floor under our small and async figures once TensorPipe is out
+// of their path (small calls and answers travel on the lane).
 //
 // --metrics: the metrics overhead instead (target: < 3 %), two ways.
 //  1. Same processes: both workers with metrics on (RPCJOB_METRICS_FILE set: the
@@ -41,8 +46,8 @@
 //     own did not narrow that on the GPU host), so this is context, not the
 //     figure: part 1 is.
 //
-// Exit codes: 0 success, 1 the workers or rpcjob-tp-floor failed (ours is still
-// printed when only the floor failed, its figures null) or the floor program is
+// Exit codes: 0 success, 1 the workers or a floor program failed (ours is still
+// printed when only a floor failed, its figures null) or a floor program is
 // missing, 2 usage.
 
 #include <signal.h>
@@ -183,17 +188,17 @@ std::string floorCell(const std::string& tp, const std::string& key) {
   return text;
 }
 
-// rpcjob-tp-floor beside this program's binary.
-std::string floorBesideSelf() {
+// Program `name` (rpcjob-tp-floor, rpcjob-lane-floor) beside this program's binary.
+std::string besideSelf(const std::string& name) {
   char self[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return "rpcjob-tp-floor";
+  if (n <= 0) return name;
   std::string path(self, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/') + 1) + "rpcjob-tp-floor";
+  return path.substr(0, path.rfind('/') + 1) + name;
 }
 
-// Runs `binary --json` (rpcjob-tp-floor); its JSON line, or empty when it failed (it says why
-// on stderr).
+// Runs `binary --json` (a floor program); its JSON line, or empty when it failed (it says
+// why on stderr).
 std::string runFloor(const std::string& binary) {
   int out[2];
   if (pipe(out) != 0) return "";
@@ -218,7 +223,7 @@ std::string runFloor(const std::string& binary) {
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (code != 0 || result.find('{') == std::string::npos) {
     std::cerr << "rpcjob-bench: " << binary << " --json failed (exit code " << code
-              << "): no TensorPipe-alone figures\n";
+              << "): its figures are null\n";
     return "";
   }
   return result.substr(result.find('{'));
@@ -246,7 +251,8 @@ int main(int argc, char** argv) {
   std::string recorders = "all";
   std::string slice = "25";
   std::string worker = RPCJOB_WORKER_BINARY;
-  std::string floorBinary = floorBesideSelf();
+  std::string floorBinary = besideSelf("rpcjob-tp-floor");
+  std::string laneFloorBinary = besideSelf("rpcjob-lane-floor");
   // Only the pair as configured (the default channels): the per-channel passes
   // of `rpcjob-worker bench` are for its own table.
   std::vector<std::string> benchArgs = {"bench", "--json", "--channels", "auto"};
@@ -282,12 +288,15 @@ int main(int argc, char** argv) {
       worker = argv[++i];
     } else if (arg == "--floor" && i + 1 < argc) {
       floorBinary = argv[++i];
+    } else if (arg == "--lane-floor" && i + 1 < argc) {
+      laneFloorBinary = argv[++i];
     } else if (arg == "--version") {
       std::cout << "rpcjob-bench " << RPCJOB_VERSION_STRING << "\n";
       return 0;
     } else {
       std::cerr << "usage: rpcjob-bench [--json] [--no-large] [--worker PATH] [--floor PATH] "
-                   "[--metrics [--rounds N] [--recorders observer,channels,transports] "
+                   "[--lane-floor PATH] [--metrics [--rounds N] [--recorders "
+                   "observer,channels,transports] "
                    "[--slice CALLS]]\n";
       return 2;
     }
@@ -450,6 +459,12 @@ int main(int argc, char** argv) {
                  "or name it with --floor PATH)\n";
     return 1;
   }
+  if (access(laneFloorBinary.c_str(), X_OK) != 0) {
+    std::cerr << "rpcjob-bench: the lane floor program " << laneFloorBinary
+              << " is missing (build the rpcjob-lane-floor target, which sits beside "
+                 "rpcjob-bench, or name it with --lane-floor PATH)\n";
+    return 1;
+  }
   // The round trips' bounds, before the workers start (nothing else competes
   // for memory bandwidth then). 4 MB copies take a fraction of a millisecond:
   // many more rounds than 400 MB's, for a best that is not one noisy sample.
@@ -471,8 +486,10 @@ int main(int argc, char** argv) {
             : rpcjob::bench::CopyBound{};
   std::string result;
   if (!runPair(result, serveArgs, benchArgs)) return 1;
-  // TensorPipe alone, right after ours (never beside it: both spin on shm).
+  // TensorPipe alone and the lane's rings alone, right after ours (never beside
+  // it: all of them spin).
   const std::string tp = runFloor(floorBinary);
+  const std::string lane = runFloor(laneFloorBinary);
   const double rtt400 = field(result, "rtt_400mb_ms");
   const double boundMs = copy.gbps > 0 ? 2.0 * kLargeBytes / (copy.gbps * 1e9) * 1e3 : 0;
   const double ofBound = rtt400 > 0 && boundMs > 0 ? boundMs / rtt400 : 0;
@@ -523,8 +540,12 @@ int main(int argc, char** argv) {
     }
     const std::string tpTransport = floorString(tp, "transport");
     std::cout << ", \"tp_transport\": "
-              << (tpTransport.empty() ? "null" : "\"" + tpTransport + "\"") << "}\n";
-    return tp.empty() ? 1 : 0;
+              << (tpTransport.empty() ? "null" : "\"" + tpTransport + "\"");
+    std::cout << ", \"lane_small_rtt_p50_us\": " << floorValue(lane, "chained_p50_us")
+              << ", \"lane_small_rtt_p99_us\": " << floorValue(lane, "chained_p99_us")
+              << ", \"lane_async_msgs_per_s\": " << floorValue(lane, "burst_msgs_per_s")
+              << ", \"lane_payload_bytes\": " << floorValue(lane, "payload_bytes") << "}\n";
+    return tp.empty() || lane.empty() ? 1 : 0;
   }
   std::printf("rpcjob %s, CPU tensors, 2 local processes, channel %s over %s\n",
               RPCJOB_VERSION_STRING, stringField(result, "channel").c_str(),
@@ -575,6 +596,16 @@ int main(int argc, char** argv) {
         "async: all in flight at once (W: a window); 4 MB: cma (basic over the transport)\n",
         floorValue(tp, "payload_bytes").c_str(), floorString(tp, "transport").c_str());
   }
+  if (!lane.empty()) {
+    std::printf(
+        "lane rings alone (rpcjob-lane-floor, same run, no runtime): a round trip %.2f us p50\n"
+        "(%.2f p99), %.0f messages/s all in flight: ours takes %.1fx the round trip and %.0f %% "
+        "of\nthe rate\n",
+        field(lane, "chained_p50_us"), field(lane, "chained_p99_us"),
+        field(lane, "burst_msgs_per_s"),
+        field(result, "small_rtt_p50_us") / std::max(field(lane, "chained_p50_us"), 1e-9),
+        100 * field(result, "async_calls_per_s") / std::max(field(lane, "burst_msgs_per_s"), 1.0));
+  }
   std::printf(
       "(calls: the built-in rpcjob.echo, registered runInline; PyTorch's RPC measured the same\n"
       "way: benchmarks/gpu/torch_rpc_bench.py, beside ours in benchmarks/gpu/table.py)\n\n");
@@ -586,5 +617,5 @@ int main(int argc, char** argv) {
   std::printf("%-28s %14.2f %14.2f %+9.1f%%\n", "function vs object method", function, proxy,
               function > 0 ? (proxy / function - 1) * 100 : 0.0);
   std::printf("(target: the proxy at most +10 %% at p50)\n");
-  return tp.empty() ? 1 : 0;
+  return tp.empty() || lane.empty() ? 1 : 0;
 }
