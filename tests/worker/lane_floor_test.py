@@ -14,23 +14,12 @@ No timing thresholds: figures are checked for shape, not speed.
 
 import argparse
 import json
-import os
-import subprocess
-import sys
-import tempfile
+
+from floor_checks import bench_json, check_bench_without, fail, run
 
 CALLS, MESSAGES, ROUNDS, PAYLOAD = 300, 5000, 2, 100
 LANE_KEYS = ["lane_small_rtt_p50_us", "lane_small_rtt_p99_us", "lane_async_msgs_per_s",
              "lane_payload_bytes"]
-
-
-def fail(why):
-    print("FAIL: " + why)
-    sys.exit(1)
-
-
-def run(argv, timeout=60):
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
 def check_run(floor):
@@ -76,15 +65,6 @@ def check_usage(floor):
     print("ok: bad arguments are a usage error")
 
 
-def bench_json(bench, extra):
-    r = run([bench, "--no-large", "--json"] + extra, timeout=100)
-    lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
-    if len(lines) != 1:
-        fail(f"rpcjob-bench {extra}: exit code {r.returncode}, stdout {r.stdout!r}, "
-             f"stderr {r.stderr[-2000:]!r}")
-    return r.returncode, json.loads(lines[0])
-
-
 def check_bench(bench, floor):
     code, j = bench_json(bench, ["--lane-floor", floor])
     if code != 0:
@@ -96,22 +76,7 @@ def check_bench(bench, floor):
         fail(f"rpcjob-bench: lane_payload_bytes {j['lane_payload_bytes']}, want 55")
     print(f"ok: rpcjob-bench beside the lane floor: ours {j['async_calls_per_s']} calls/s, "
           f"the rings alone {j['lane_async_msgs_per_s']} messages/s")
-    missing = "/nonexistent/rpcjob-lane-floor"
-    r = run([bench, "--no-large", "--json", "--lane-floor", missing], timeout=20)
-    if r.returncode != 1 or missing not in r.stderr or "missing" not in r.stderr:
-        fail(f"rpcjob-bench --lane-floor {missing}: exit code {r.returncode}, stderr {r.stderr!r}")
-    with tempfile.TemporaryDirectory() as tmp:
-        broken = os.path.join(tmp, "rpcjob-lane-floor")
-        with open(broken, "w") as f:
-            f.write("#!/bin/sh\necho 'no figures' >&2\nexit 3\n")
-        os.chmod(broken, 0o755)
-        code, j = bench_json(bench, ["--lane-floor", broken])
-    if code != 1 or not (j.get("small_rtt_p50_us") or 0) > 0:
-        fail(f"rpcjob-bench with a failing lane floor: exit code {code}, ours {j}")
-    for key in LANE_KEYS:
-        if key not in j or j[key] is not None:
-            fail(f"rpcjob-bench with a failing lane floor: {key} = {j.get(key, 'missing')!r}")
-    print("ok: a missing lane floor is named; a failing one leaves ours printed, lane_* null")
+    check_bench_without(bench, "--lane-floor", "rpcjob-lane-floor", LANE_KEYS)
 
 
 def main():

@@ -19,22 +19,11 @@ No timing thresholds: figures are checked for shape, not speed.
 
 import argparse
 import json
-import os
-import subprocess
-import sys
-import tempfile
+
+from floor_checks import bench_json, check_bench_without, fail, run
 
 CALLS, MESSAGES, WINDOW, ROUNDS, ITERATIONS, PAYLOAD = 150, 700, 16, 2, 4, 100
 TENSOR = 1 << 20
-
-
-def fail(why):
-    print("FAIL: " + why)
-    sys.exit(1)
-
-
-def run(argv, timeout=60):
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
 def check_run(floor):
@@ -94,31 +83,14 @@ def check_usage(floor):
     print("ok: bad arguments are a usage error")
 
 
-def check_bench_without_floor(bench):
-    missing = "/nonexistent/rpcjob-tp-floor"
-    r = run([bench, "--no-large", "--json", "--floor", missing], timeout=20)
-    if r.returncode != 1 or missing not in r.stderr or "missing" not in r.stderr:
-        fail(f"rpcjob-bench --floor {missing}: exit code {r.returncode}, stderr {r.stderr!r}")
-    print("ok: rpcjob-bench says the floor program is missing")
-
-
 TP_KEYS = ["tp_small_rtt_p50_us", "tp_small_rtt_p99_us", "tp_chained_rtt_p50_us",
            "tp_chained_rtt_p99_us", "tp_async_msgs_per_s", "tp_pipelined_msgs_per_s",
            "tp_pipelined_window", "tp_rtt_4mb_basic_ms", "tp_payload_bytes"]
 BOUND_KEYS = ["rtt_4mb_bound_ms", "rtt_4mb_of_bound", "memcpy_4mb_gbps", "memcpy_4mb_threads"]
 
 
-def bench_json(bench, floor):
-    r = run([bench, "--no-large", "--json", "--floor", floor], timeout=100)
-    lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
-    if len(lines) != 1:
-        fail(f"rpcjob-bench --floor {floor}: exit code {r.returncode}, stdout {r.stdout!r}, "
-             f"stderr {r.stderr[-2000:]!r}")
-    return r.returncode, json.loads(lines[0])
-
-
 def check_bench_with_floor(bench, floor):
-    code, j = bench_json(bench, floor)
+    code, j = bench_json(bench, ["--floor", floor])
     if code != 0:
         fail(f"rpcjob-bench with the floor: exit code {code}")
     for key in TP_KEYS + BOUND_KEYS + ["small_rtt_p50_us"]:
@@ -131,20 +103,8 @@ def check_bench_with_floor(bench, floor):
         fail(f"rpcjob-bench: tp_rtt_4mb_ms = {j['tp_rtt_4mb_ms']!r}")
     print(f"ok: rpcjob-bench beside the floor: ours {j['small_rtt_p50_us']} us, "
           f"TensorPipe alone {j['tp_small_rtt_p50_us']} us at p50")
-    with tempfile.TemporaryDirectory() as tmp:
-        broken = os.path.join(tmp, "rpcjob-tp-floor")
-        with open(broken, "w") as f:
-            f.write("#!/bin/sh\necho 'no figures' >&2\nexit 3\n")
-        os.chmod(broken, 0o755)
-        code, j = bench_json(bench, broken)
-    if code != 1:
-        fail(f"rpcjob-bench with a failing floor: exit code {code}, want 1")
-    if not (j.get("small_rtt_p50_us") or 0) > 0:
-        fail(f"rpcjob-bench with a failing floor lost our figures: {j}")
-    for key in TP_KEYS + ["tp_rtt_4mb_ms", "tp_transport"]:
-        if key not in j or j[key] is not None:
-            fail(f"rpcjob-bench with a failing floor: {key} = {j.get(key, 'missing')!r}, want null")
-    print("ok: a failing floor leaves ours printed, the tp_* figures null, exit code 1")
+    check_bench_without(bench, "--floor", "rpcjob-tp-floor",
+                        TP_KEYS + ["tp_rtt_4mb_ms", "tp_transport"])
 
 
 def main():
@@ -157,7 +117,6 @@ def main():
     check_spoiled(args.floor, "tensor")
     check_usage(args.floor)
     if args.bench:
-        check_bench_without_floor(args.bench)
         check_bench_with_floor(args.bench, args.floor)
 
 
