@@ -55,12 +55,6 @@ TEST(SpinBudget, LongOnlyWhereCpusAreToSpare) {
   EXPECT_EQ(defaultSpinBudget(128).count(), 1000);
 }
 
-}  // namespace
-}  // namespace rpcjob::runtime
-
-namespace rpcjob::runtime {
-namespace {
-
 // The pool and the event poller spin long only while work keeps coming: a gap
 // longer than the budget brings the next spin down to 50 us.
 TEST(AdaptiveSpin, LongWhileWorkKeepsComingShortAfterALongGap) {
@@ -77,12 +71,6 @@ TEST(AdaptiveSpin, LongWhileWorkKeepsComingShortAfterALongGap) {
   spin.idleEnded(std::chrono::steady_clock::now() - std::chrono::microseconds(300));
   EXPECT_EQ(spin.budget().count(), 400);
 }
-
-}  // namespace
-}  // namespace rpcjob::runtime
-
-namespace rpcjob::runtime {
-namespace {
 
 TEST(SpinBudget, MicrosecondsFromTheEnvironment) {
   using std::chrono::microseconds;

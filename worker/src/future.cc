@@ -60,12 +60,12 @@ namespace {
 
 // Until `state` completes, on the host: what wait() and waitOnStreams() share
 // (rpcSync waits through the latter, so a small CPU call's latency is here).
-// A waiting caller spins at most this long, less than the pool's budget: a
+// A waiting caller spins kShortSpin at most, less than the pool's budget: a
 // caller often waits for long transfers, where spinning only takes CPU from
 // the copy threads (a 1 ms spin everywhere: 400 MB round trip at 70-79 % of the
 // memcpy bound in 3 of 6 runs on the GPU host), and the recipe kept its gain
-// with the caller at 50 us (0.0104-0.0151 s with the pool and poller at 1 ms).
-constexpr std::chrono::microseconds kWaiterSpin{50};
+// with the caller at 50 us (0.0104-0.0151 s with the pool and poller at 1 ms;
+// 1 ms for the caller too gained nothing: 2026-11-25-h100x1-session13.md).
 
 void awaitCompletion(detail::FutureState& state) {
   detail::flushCallBatch();  // the awaited call may be among those held
@@ -74,7 +74,7 @@ void awaitCompletion(detail::FutureState& state) {
   // microseconds, and sleeping on the condition variable costs a futex wake-up
   // on each side.
   if (!spinUntil([&] { return state.done.load(std::memory_order_acquire); },
-                 std::min(spinBudget(), kWaiterSpin))) {
+                 std::min(spinBudget(), kShortSpin))) {
     trace::point("future.sleep");
     std::unique_lock<std::mutex> lock(state.mu);
     state.cv.wait(lock, [&] { return state.done.load(std::memory_order_acquire); });

@@ -8,7 +8,7 @@
 namespace rpcjob::runtime {
 
 std::chrono::microseconds defaultSpinBudget(double availableCpus) {
-  return std::chrono::microseconds(availableCpus >= 8 ? 1000 : 50);
+  return availableCpus >= 8 ? std::chrono::microseconds(1000) : kShortSpin;
 }
 
 std::chrono::microseconds microsecondsFromEnvironment(const char* name,

@@ -23,6 +23,12 @@
 
 namespace rpcjob::runtime {
 
+// The short spin: long enough for a small call's answer, short enough not to
+// take CPU from whoever is busy meanwhile (a small pod's work, a large
+// transfer's copy threads). The default budget on few CPUs, a waiting caller's
+// at most (future.cc), and an AdaptiveSpin's after a long idle gap.
+inline constexpr std::chrono::microseconds kShortSpin{50};
+
 // 1 ms with at least 8 CPUs to spare (a training step's hand-offs come every
 // few hundred microseconds: the recipe's 10 iterations on one H200 took
 // 0.012-0.0145 s with 1 ms against 0.0147-0.0191 s with 50 us), else 50 us
@@ -43,16 +49,16 @@ std::chrono::microseconds spinBudget();
 
 // The budget for a thread whose work comes at a rate of its own: the full
 // budget while the last idle gap was shorter than four of it (work keeps
-// coming: a training step's hand-offs, which one spin misses now and then), 50
-// us at most after a longer one (work is rare:
-// a long spin would only take CPU from whoever is busy meanwhile, as it took it
-// from the 400 MB round trip's copy threads on the GPU host). Thread-safe.
+// coming: a training step's hand-offs, which one spin misses now and then),
+// kShortSpin at most after a longer one (work is rare: a long spin would only
+// take CPU from whoever is busy meanwhile, as it took it from the 400 MB round
+// trip's copy threads on the GPU host). Thread-safe.
 class AdaptiveSpin {
  public:
   std::chrono::microseconds budget() const {
     const auto full = spinBudget();
     const auto gap = std::chrono::nanoseconds(lastGapNs_.load(std::memory_order_relaxed));
-    return gap < 4 * full ? full : std::min(full, std::chrono::microseconds(50));
+    return gap < 4 * full ? full : std::min(full, kShortSpin);
   }
   // A thread that went idle at `since` has work again now.
   void idleEnded(std::chrono::steady_clock::time_point since) {

@@ -4,8 +4,9 @@
 // Thread safety: submit() from any thread; stop() once (the destructor calls it).
 //
 // A thread that finds the queue empty spins briefly before it sleeps
-// (spin_wait.h, AdaptiveSpin: long while tasks keep coming), one thread at a time: a task submitted
-// meanwhile starts without a futex wake-up, and submit() signals only when a thread sleeps.
+// (spin_wait.h, AdaptiveSpin: long while tasks keep coming), one thread at a
+// time: a task submitted meanwhile starts without a futex wake-up, and submit()
+// signals only when a thread sleeps.
 
 #include <atomic>
 #include <condition_variable>

@@ -21,10 +21,9 @@ struct EventPoller::State {
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
-  bool sleeping = false;  // under mu: the thread waits on cv
-  std::atomic<size_t> arrived{0};
-  AdaptiveSpin
-      spin;  // long while events keep coming  // incoming.size(), polled unlocked while spinning
+  bool sleeping = false;           // under mu: the thread waits on cv
+  std::atomic<size_t> arrived{0};  // incoming.size(), polled unlocked while spinning
+  AdaptiveSpin spin;               // long while events keep coming
   std::deque<Waiting> incoming;
   std::thread thread;
 
