@@ -12,6 +12,10 @@
 // message in flight at once, as our async figure) beside async calls/s, a
 // 64-message window in brackets; its 4 MB round trip over cma (basic in
 // brackets) beside ours.
+// And "lane rings alone": rpcjob-lane-floor (benchmarks/floor/), the rings of
+// rpcjob's shared-memory lane between two processes with every thread polling:
+// the floor under our small and async figures once TensorPipe is out of their
+// path (small calls and answers travel on the lane).
 // Small calls and round trips call the built-in rpcjob.echo, which the runtime
 // registers runInline (served on the thread that read the request: it neither
 // blocks nor calls out). PyTorch's own RPC, measured the same way in the same
@@ -23,10 +27,6 @@
 //
 // --floor, --lane-floor: rpcjob-tp-floor's and rpcjob-lane-floor's paths
 // (default: beside this program's binary).
-// Beside it, "lane rings alone": rpcjob-lane-floor (benchmarks/floor/), the
-// rings of rpcjob's shared-memory lane between two processes with every thread
-// polling: the floor under our small and async figures once TensorPipe is out
-// of their path (small calls and answers travel on the lane).
 //
 // --metrics: the metrics overhead instead (target: < 3 %), two ways.
 //  1. Same processes: both workers with metrics on (RPCJOB_METRICS_FILE set: the
@@ -76,7 +76,7 @@ struct Figure {
   const char* target;  // issue 22's
 };
 
-// rpcjob-tp-floor's keys and the ones they get in our JSON.
+// A floor program's keys and the ones they get in our JSON.
 struct FloorKey {
   const char* floor;
   const char* ours;
@@ -92,6 +92,13 @@ const FloorKey kFloorKeys[] = {
     {"tensor_cma_ms", "tp_rtt_4mb_ms"},
     {"tensor_basic_ms", "tp_rtt_4mb_basic_ms"},
     {"payload_bytes", "tp_payload_bytes"},
+};
+// rpcjob-lane-floor's.
+const FloorKey kLaneFloorKeys[] = {
+    {"chained_p50_us", "lane_small_rtt_p50_us"},
+    {"chained_p99_us", "lane_small_rtt_p99_us"},
+    {"burst_msgs_per_s", "lane_async_msgs_per_s"},
+    {"payload_bytes", "lane_payload_bytes"},
 };
 
 const Figure kFigures[] = {
@@ -453,16 +460,15 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (access(floorBinary.c_str(), X_OK) != 0) {
-    std::cerr << "rpcjob-bench: the TensorPipe floor program " << floorBinary
-              << " is missing (build the rpcjob-tp-floor target, which sits beside rpcjob-bench, "
-                 "or name it with --floor PATH)\n";
-    return 1;
-  }
-  if (access(laneFloorBinary.c_str(), X_OK) != 0) {
-    std::cerr << "rpcjob-bench: the lane floor program " << laneFloorBinary
-              << " is missing (build the rpcjob-lane-floor target, which sits beside "
-                 "rpcjob-bench, or name it with --lane-floor PATH)\n";
+  const auto missing = [](const std::string& binary, const char* target, const char* option) {
+    if (access(binary.c_str(), X_OK) == 0) return false;
+    std::cerr << "rpcjob-bench: the floor program " << binary << " is missing (build the " << target
+              << " target, which sits beside rpcjob-bench, or name it with " << option
+              << " PATH)\n";
+    return true;
+  };
+  if (missing(floorBinary, "rpcjob-tp-floor", "--floor") ||
+      missing(laneFloorBinary, "rpcjob-lane-floor", "--lane-floor")) {
     return 1;
   }
   // The round trips' bounds, before the workers start (nothing else competes
@@ -541,10 +547,10 @@ int main(int argc, char** argv) {
     const std::string tpTransport = floorString(tp, "transport");
     std::cout << ", \"tp_transport\": "
               << (tpTransport.empty() ? "null" : "\"" + tpTransport + "\"");
-    std::cout << ", \"lane_small_rtt_p50_us\": " << floorValue(lane, "chained_p50_us")
-              << ", \"lane_small_rtt_p99_us\": " << floorValue(lane, "chained_p99_us")
-              << ", \"lane_async_msgs_per_s\": " << floorValue(lane, "burst_msgs_per_s")
-              << ", \"lane_payload_bytes\": " << floorValue(lane, "payload_bytes") << "}\n";
+    for (const auto& k : kLaneFloorKeys) {
+      std::cout << ", \"" << k.ours << "\": " << floorValue(lane, k.floor);
+    }
+    std::cout << "}\n";
     return tp.empty() || lane.empty() ? 1 : 0;
   }
   std::printf("rpcjob %s, CPU tensors, 2 local processes, channel %s over %s\n",
