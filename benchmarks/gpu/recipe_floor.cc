@@ -156,26 +156,42 @@ at::Tensor input(c10::Device d) {
   return at::randn({kDim, kDim}, at::TensorOptions().device(d));
 }
 
+// Party `me` (0: A, 1: B) exports its half's out buffer, waits for the
+// other's, and maps it: this process's address of the other's out buffer.
+void* exchangeOut(Shared* s, int me, const Half& half) {
+  check(cudaIpcGetMemHandle(&s->out[me], half.out), "cudaIpcGetMemHandle");
+  s->exported.fetch_add(1);
+  while (s->exported.load() < 2) {
+    if (s->failed.load()) throw std::runtime_error("the other party failed");
+  }
+  void* theirs = nullptr;
+  check(cudaIpcOpenMemHandle(&theirs, s->out[1 - me], cudaIpcMemLazyEnablePeerAccess),
+        "cudaIpcOpenMemHandle");
+  return theirs;
+}
+
+// The turn passes A, B, A, B...: `turn` is the caller's own, its next one once
+// it has given this one away.
+void giveTurn(Shared* s, uint64_t& turn) {
+  s->turn.store(++turn, std::memory_order_release);
+  ++turn;
+}
+void awaitTurn(const Shared* s, uint64_t turn) {
+  while (s->turn.load(std::memory_order_acquire) != turn) {
+    if (s->failed.load(std::memory_order_relaxed)) throw std::runtime_error("the other failed");
+  }
+}
+
 // A's side of the two-process mode: its turns, timing each block.
 void partyA(Shared* s, c10::Device dev, int blocks) {
   at::manual_seed(1);
   Half a(dev);
   at::Tensor x = input(dev);
-  check(cudaIpcGetMemHandle(&s->out[0], a.out), "cudaIpcGetMemHandle");
-  s->exported.fetch_add(1);
-  while (s->exported.load() < 2) {
-    if (s->failed.load()) return;
-  }
-  void* theirs = nullptr;
-  check(cudaIpcOpenMemHandle(&theirs, s->out[1], cudaIpcMemLazyEnablePeerAccess),
-        "cudaIpcOpenMemHandle");
+  void* theirs = exchangeOut(s, 0, a);
   uint64_t turn = 0;
   auto handOver = [&] {
-    s->turn.store(++turn, std::memory_order_release);
-    ++turn;  // B's turn, then ours again
-    while (s->turn.load(std::memory_order_acquire) != turn) {
-      if (s->failed.load(std::memory_order_relaxed)) throw std::runtime_error("B failed");
-    }
+    giveTurn(s, turn);
+    awaitTurn(s, turn);
   };
   auto iteration = [&] {
     stepA0(a, x);
@@ -200,31 +216,17 @@ void partyA(Shared* s, c10::Device dev, int blocks) {
 void partyB(Shared* s, c10::Device dev, int iterations) {
   at::manual_seed(2);
   Half b(dev);
-  check(cudaIpcGetMemHandle(&s->out[1], b.out), "cudaIpcGetMemHandle");
-  s->exported.fetch_add(1);
-  while (s->exported.load() < 2) {
-    if (s->failed.load()) return;
-  }
-  void* theirs = nullptr;
-  check(cudaIpcOpenMemHandle(&theirs, s->out[0], cudaIpcMemLazyEnablePeerAccess),
-        "cudaIpcOpenMemHandle");
+  void* theirs = exchangeOut(s, 1, b);
   uint64_t turn = 1;
-  auto myTurn = [&] {
-    while (s->turn.load(std::memory_order_acquire) != turn) {
-      if (s->failed.load(std::memory_order_relaxed)) throw std::runtime_error("A failed");
-    }
-  };
   for (int i = 0; i < iterations; ++i) {
-    myTurn();
+    awaitTurn(s, turn);
     stepB1(b, theirs);
     b.wait();
-    s->turn.store(++turn, std::memory_order_release);
-    ++turn;
-    myTurn();
+    giveTurn(s, turn);
+    awaitTurn(s, turn);
     stepB3(b, theirs);
     b.wait();
-    s->turn.store(++turn, std::memory_order_release);
-    ++turn;
+    giveTurn(s, turn);  // A's next turn starts its next iteration
   }
   cudaIpcCloseMemHandle(theirs);
 }
