@@ -521,7 +521,7 @@ std::shared_ptr<tensorpipe::Pipe> RuntimeImpl::pipeTo(int rank, uint64_t& genera
     queue = peer.writes;
   }
   if (!full.empty()) {
-    std::lock_guard<std::mutex> lock(pendingMu_);
+    std::lock_guard<SpinMutex> lock(pendingMu_);
     failedPipes_[rank] = {generation, full};
     return nullptr;
   }
@@ -833,7 +833,7 @@ void RuntimeImpl::failPeer(int rank, uint64_t generation, const std::string& why
   // Fail every call still waiting on that pipe; the next call dials again.
   std::vector<Pending> failed;
   {
-    std::lock_guard<std::mutex> lock(pendingMu_);
+    std::lock_guard<SpinMutex> lock(pendingMu_);
     failedPipes_[rank] = {generation, why};  // calls registered from now on fail at once
     failed = pending_.takeIf(
         [&](const Pending& p) { return p.peer == rank && p.generation == generation; });

@@ -121,7 +121,7 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   bool alone = false;  // no other call to `to` unanswered
   std::exception_ptr refused;
   {
-    std::lock_guard<std::mutex> lock(pendingMu_);
+    std::lock_guard<SpinMutex> lock(pendingMu_);
     if (stopTimeouts_) {
       // shutdown() drained pending_ after our check of closed_: nobody would
       // ever complete or time out this call.
@@ -156,7 +156,7 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
 }
 
 std::optional<RuntimeImpl::Pending> RuntimeImpl::takePending(uint64_t id) {
-  std::lock_guard<std::mutex> lock(pendingMu_);
+  std::lock_guard<SpinMutex> lock(pendingMu_);
   std::optional<Pending> pending = pending_.take(id);
   if (!pending) return std::nullopt;  // timed out or failed already
   unanswered_[pending->peer]--;
@@ -218,7 +218,7 @@ void RuntimeImpl::failPending(std::vector<Pending> calls, const std::exception_p
 }
 
 void RuntimeImpl::timeoutLoop() {
-  std::unique_lock<std::mutex> lock(pendingMu_);
+  std::unique_lock<SpinMutex> lock(pendingMu_);
   // Also lets go of what release_later.h held too long, when this thread wakes.
   Clock::time_point staleCheck = Clock::time_point::min();
   while (!stopTimeouts_) {
@@ -549,7 +549,7 @@ void RuntimeImpl::refuse(const std::shared_ptr<ServerPipe>& server, const wire::
   h.error = "refused the message: " + why;
   writeServer(server, makeMessage(h, nullptr));
   {
-    std::lock_guard<std::mutex> lock(pendingMu_);
+    std::lock_guard<SpinMutex> lock(pendingMu_);
     if (!stopTimeouts_) {
       closes_.emplace(Clock::now() + kRefusedPipeGrace, server->pipe);
       pendingCv_.notify_all();

@@ -29,6 +29,7 @@
 #include "rpcjob/runtime/runtime.h"
 #include "rref_context.h"
 #include "serialization.h"
+#include "spin_mutex.h"
 #include "tensorpipe_registry.h"
 #include "thread_pool.h"
 #if RPCJOB_WITH_CUDA
@@ -402,14 +403,16 @@ class RuntimeImpl {
 
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank
 
-  std::mutex pendingMu_;
+  // Taken by the caller for every call and by the poller for every answer:
+  // a SpinMutex, so that the two rarely meet in a futex (spin_mutex.h).
+  SpinMutex pendingMu_;
   PendingCalls<Pending> pending_;  // with their deadlines
   // Server pipes that refused a message, kept open (a pipe closes when its last
   // reference goes) until then for the caller to read the answer (refuse());
   // the timeout thread closes them.
   std::multimap<Clock::time_point, std::shared_ptr<tensorpipe::Pipe>> closes_;
   static constexpr std::chrono::seconds kRefusedPipeGrace{10};
-  std::condition_variable pendingCv_;  // deadlines or closes changed / pending drained
+  std::condition_variable_any pendingCv_;  // deadlines or closes changed / pending drained
   // When the timeout thread wakes on its own next (under pendingMu_; min():
   // it is not waiting). A call whose deadline is no earlier needs no wake-up:
   // waking it costs a futex call on each side of every call, which was most of

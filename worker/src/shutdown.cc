@@ -36,7 +36,7 @@ void ShutdownCoordinator::run(std::chrono::milliseconds deadline) {
   auto until = Clock::now() + deadline;
   {
     // Our own calls first: nobody may close while we still wait for answers.
-    std::unique_lock<std::mutex> lock(rt_.pendingMu_);
+    std::unique_lock<SpinMutex> lock(rt_.pendingMu_);
     rt_.pendingCv_.wait_until(lock, until, [&] { return rt_.pending_.empty(); });
   }
   auto remaining = [&] {
@@ -78,7 +78,7 @@ void ShutdownCoordinator::run(std::chrono::milliseconds deadline) {
   }
   // Let the join answers reach the others before we close our pipes.
   if (done.isDone()) {
-    std::unique_lock<std::mutex> lock(rt_.pendingMu_);
+    std::unique_lock<SpinMutex> lock(rt_.pendingMu_);
     rt_.pendingCv_.wait_until(lock, std::min(until, Clock::now() + std::chrono::milliseconds(200)),
                               [&] { return rt_.serving_ == 0; });
   }
@@ -102,7 +102,7 @@ void RuntimeImpl::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline
   readHandoff_->stop();  // no read is handed over once the context is joined
   std::vector<Pending> failed;
   {
-    std::lock_guard<std::mutex> lock(pendingMu_);
+    std::lock_guard<SpinMutex> lock(pendingMu_);
     failed = pending_.takeAll();
     std::fill(unanswered_.begin(), unanswered_.end(), 0);
     closes_.clear();  // the context is closed: so are they
