@@ -5,9 +5,10 @@
 # (RPCJOB_BENCH_ASYNC_ROUNDS=ROUNDS, default 5000, of plain rpcAsync bursts of 2000
 # calls; QUICK=0: of 20000, as rpcjob-bench's, with ROUNDS 500 and the small calls
 # first), sampled after its start-up (START seconds, default 2) for SECONDS (default 4)
-# on cycles and instructions where the machine counts them (else cpu-clock), and
-# $OUT/async-threads.txt: per thread its share of the samples, its IPC, and its top
-# symbols. A polling thread that is never idle is the one that bounds the rate.
+# on cycles where the machine counts them (else cpu-clock), and
+# $OUT/async-threads.txt: per thread its futex calls, yields and context switches
+# (1 s), its share of the samples and its top symbols. A thread whose share equals a
+# spinning thread's and that hardly yields is the one that bounds the rate.
 set -uo pipefail
 d=$1 seconds=${2:-4}
 OUT=${OUT:-$PWD/perf-out}
@@ -31,7 +32,7 @@ RPCJOB_PEERS=$peers RPCJOB_WORKER_NAME=bench0 RPCJOB_BENCH_ASYNC_ROUNDS=$rounds 
   "${quick[@]}" >"$OUT/async-threads.json" 2>"$OUT/async-threads.err" &
 caller=$!
 sleep "${START:-2}"  # start-up and the small calls are over by then
-events=cycles,instructions
+events=cycles
 "$perf" stat -x, -e cycles -- true 2>&1 | grep -q "not supported" && events=cpu-clock
 data=/tmp/perf-async-threads.data
 # Per thread: how often it slept or woke another (futex), yielded, was switched out.
