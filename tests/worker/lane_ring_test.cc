@@ -249,7 +249,7 @@ TEST(Ring, SleepingConsumerIsWoken) {
   EXPECT_GE(sleeps.load(), 50);
   stop = true;
   bell.seq.fetch_add(1);
-  futexWake(&bell.seq);
+  futexWake(&bell.seq, FutexScope::kShared);
   consumer.join();
 }
 

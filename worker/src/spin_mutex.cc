@@ -1,10 +1,8 @@
 #include "spin_mutex.h"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <thread>
+
+#include "futex.h"
 
 namespace rpcjob::runtime {
 namespace {
@@ -38,15 +36,13 @@ void SpinMutex::lockContended() {
   // whether others sleep too, so its own unlock must wake one.
   uint32_t was = state_.exchange(2, std::memory_order_acquire);
   while (was != 0) {
-    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAIT_PRIVATE, 2, nullptr,
-              nullptr, 0);
+    futexWait(&state_, 2, FutexScope::kProcess);
     was = state_.exchange(2, std::memory_order_acquire);
   }
 }
 
 void SpinMutex::wakeOne() {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&state_), FUTEX_WAKE_PRIVATE, 1, nullptr,
-            nullptr, 0);
+  futexWake(&state_, FutexScope::kProcess);
 }
 
 }  // namespace rpcjob::runtime

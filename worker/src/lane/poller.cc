@@ -68,7 +68,7 @@ void Poller::wake() {
   if (!bellFile_) return;
   Bell& b = bell();
   b.seq.fetch_add(1, std::memory_order_seq_cst);
-  futexWake(&b.seq);
+  futexWake(&b.seq, FutexScope::kShared);
 }
 
 void Poller::stop() {

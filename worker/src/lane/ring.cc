@@ -1,10 +1,6 @@
 #include "ring.h"
 
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <thread>
@@ -75,18 +71,6 @@ Placement placeFrame(uint64_t head, uint64_t tail, uint64_t capacity, uint64_t l
   if (need > toEnd) p.pad = toEnd;
   p.fits = p.pad + need <= free;
   return p;
-}
-
-void futexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::microseconds timeout) {
-  struct timespec ts;
-  ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000);
-  ts.tv_nsec = static_cast<long>((timeout.count() % 1000000) * 1000);
-  // Shared (no FUTEX_PRIVATE_FLAG): the word lies in a mapping of another process.
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
-void futexWake(std::atomic<uint32_t>* word) {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, 1, nullptr, nullptr, 0);
 }
 
 RingProducer::RingProducer(RingControl* control, char* data, uint64_t capacity)

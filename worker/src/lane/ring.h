@@ -34,6 +34,8 @@
 #include <cstdint>
 #include <string>
 
+#include "../futex.h"
+
 namespace rpcjob::runtime::lane {
 
 inline constexpr size_t kCacheLine = 64;
@@ -93,17 +95,14 @@ struct Placement {
 // consumer's `tail` (checked before).
 Placement placeFrame(uint64_t head, uint64_t tail, uint64_t capacity, uint64_t length);
 
-// ---- Futexes and bells (shared between processes)
+// ---- Bells (shared between processes)
 
-// Waits while *word == expected, at most `timeout`; spurious returns happen.
-void futexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::microseconds timeout);
-void futexWake(std::atomic<uint32_t>* word);
 // The producer's side, after publishing: wakes the bell's sleeper if it sleeps.
 inline void ringBell(Bell& bell) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (bell.sleeping.load(std::memory_order_relaxed) != 0) {
     bell.seq.fetch_add(1, std::memory_order_seq_cst);
-    futexWake(&bell.seq);
+    futexWake(&bell.seq, FutexScope::kShared);
   }
 }
 // The consumer's side: announce(), look at the rings once more, then sleep()
@@ -115,7 +114,7 @@ inline uint32_t announceSleep(Bell& bell) {
   return seq;
 }
 inline void sleepOn(Bell& bell, uint32_t seq, std::chrono::microseconds timeout) {
-  futexWait(&bell.seq, seq, timeout);
+  futexWait(&bell.seq, seq, FutexScope::kShared, timeout);
   bell.sleeping.store(0, std::memory_order_relaxed);
 }
 inline void cancelSleep(Bell& bell) {
