@@ -1,5 +1,6 @@
-"""What tp_floor_test.py and lane_floor_test.py check alike: running a program,
-rpcjob-bench's JSON, and rpcjob-bench with a floor program that is missing or fails."""
+"""What tp_floor_test.py and lane_floor_test.py check alike: a floor program's JSON and
+its figures' shape, a spoiled echo, usage errors, rpcjob-bench's JSON, and rpcjob-bench
+with a floor program that is missing or fails."""
 
 import json
 import os
@@ -17,14 +18,71 @@ def run(argv, timeout=60):
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
+def one_json(r, who):
+    """The one JSON object `who`'s run `r` printed."""
+    lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
+    if len(lines) != 1:
+        fail(f"{who}: exit code {r.returncode}, expected one JSON line, stdout {r.stdout!r}, "
+             f"stderr {r.stderr[-2000:]!r}")
+    return json.loads(lines[0])
+
+
+def program_json(argv):
+    """A floor program's run that must succeed: its one JSON object."""
+    r = run(argv)
+    if r.returncode != 0:
+        fail(f"exit code {r.returncode}; stderr: {r.stderr}")
+    return one_json(r, argv[0])
+
+
+def expect_asked(j, expected):
+    """Each count or size the run was asked for is the one it reports."""
+    for key, want in expected.items():
+        if j.get(key) != want:
+            fail(f"{key} = {j.get(key)!r}, asked for {want}")
+
+
+def is_number(v):
+    return isinstance(v, (int, float))
+
+
+def expect_percentiles(j, kind):
+    """`kind`_p50_us and `kind`_p99_us are numbers with p99 >= p50 > 0."""
+    p50, p99 = j.get(kind + "_p50_us"), j.get(kind + "_p99_us")
+    if not (is_number(p50) and is_number(p99) and p99 >= p50 > 0):
+        fail(f"{kind}: p50 {p50!r}, p99 {p99!r}: want p99 >= p50 > 0")
+
+
+def expect_positive(j, keys, who=""):
+    for key in keys:
+        if not (is_number(j.get(key)) and j[key] > 0):
+            fail(f"{who}{key} = {j.get(key)!r}, want > 0")
+
+
+def expect_spoiled(argv, what):
+    """A run whose server spoils echo `what`: exit code 1, an echo mismatch, no figures.
+    Returns its stderr."""
+    r = run(argv + ["--corrupt-echo", what])
+    if r.returncode != 1 or "echo mismatch" not in r.stderr:
+        fail(f"--corrupt-echo {what}: exit code {r.returncode}, stderr {r.stderr!r}; "
+             "want 1 and an echo mismatch")
+    if r.stdout.strip():
+        fail(f"--corrupt-echo {what}: printed figures anyway: {r.stdout!r}")
+    return r.stderr
+
+
+def expect_usage_errors(floor, argvs):
+    for argv in argvs:
+        r = run([floor] + argv)
+        if r.returncode != 2 or "usage" not in r.stderr:
+            fail(f"{argv}: exit code {r.returncode}, want 2 and the usage")
+    print("ok: bad arguments are a usage error")
+
+
 def bench_json(bench, extra):
     """rpcjob-bench --no-large --json plus `extra`: its exit code and its one JSON object."""
     r = run([bench, "--no-large", "--json"] + extra, timeout=100)
-    lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
-    if len(lines) != 1:
-        fail(f"rpcjob-bench {extra}: exit code {r.returncode}, stdout {r.stdout!r}, "
-             f"stderr {r.stderr[-2000:]!r}")
-    return r.returncode, json.loads(lines[0])
+    return r.returncode, one_json(r, f"rpcjob-bench {extra}")
 
 
 def check_bench_without(bench, option, program, keys):

@@ -13,9 +13,10 @@ No timing thresholds: figures are checked for shape, not speed.
 """
 
 import argparse
-import json
 
-from floor_checks import bench_json, check_bench_without, fail, run
+from floor_checks import (bench_json, check_bench_without, expect_asked, expect_percentiles,
+                          expect_positive, expect_spoiled, expect_usage_errors, fail,
+                          program_json)
 
 CALLS, MESSAGES, ROUNDS, PAYLOAD = 300, 5000, 2, 100
 LANE_KEYS = ["lane_small_rtt_p50_us", "lane_small_rtt_p99_us", "lane_async_msgs_per_s",
@@ -23,55 +24,32 @@ LANE_KEYS = ["lane_small_rtt_p50_us", "lane_small_rtt_p99_us", "lane_async_msgs_
 
 
 def check_run(floor):
-    r = run([floor, "--json", "--calls", str(CALLS), "--messages", str(MESSAGES),
-             "--rounds", str(ROUNDS), "--payload", str(PAYLOAD)])
-    if r.returncode != 0:
-        fail(f"exit code {r.returncode}; stderr: {r.stderr}")
-    lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
-    if len(lines) != 1:
-        fail(f"expected one JSON line, got: {r.stdout!r}")
-    j = json.loads(lines[0])
-    for key, want in {"payload_bytes": PAYLOAD, "burst_messages": MESSAGES,
-                      "rounds": ROUNDS}.items():
-        if j.get(key) != want:
-            fail(f"{key} = {j.get(key)!r}, asked for {want}")
-    p50, p99 = j.get("chained_p50_us"), j.get("chained_p99_us")
-    if not (isinstance(p50, (int, float)) and isinstance(p99, (int, float)) and p99 >= p50 > 0):
-        fail(f"chained: p50 {p50!r}, p99 {p99!r}: want p99 >= p50 > 0")
-    if not (isinstance(j.get("burst_msgs_per_s"), (int, float)) and j["burst_msgs_per_s"] > 0):
-        fail(f"burst_msgs_per_s = {j.get('burst_msgs_per_s')!r}, want > 0")
-    print(f"ok: a real run, {p50} us round trip, {j['burst_msgs_per_s']} messages/s")
+    j = program_json([floor, "--json", "--calls", str(CALLS), "--messages", str(MESSAGES),
+                      "--rounds", str(ROUNDS), "--payload", str(PAYLOAD)])
+    expect_asked(j, {"payload_bytes": PAYLOAD, "burst_messages": MESSAGES, "rounds": ROUNDS})
+    expect_percentiles(j, "chained")
+    expect_positive(j, ["burst_msgs_per_s"])
+    print(f"ok: a real run, {j['chained_p50_us']} us round trip, "
+          f"{j['burst_msgs_per_s']} messages/s")
 
 
 def check_spoiled(floor):
     # The 200th echo: in the chained phase; the 1500th with 1000 calls: in the burst.
     for n, calls in (("200", "300"), ("1500", "100")):
-        r = run([floor, "--json", "--calls", calls, "--messages", "2000", "--rounds", "1",
-                 "--corrupt-echo", n])
-        if r.returncode != 1 or "echo mismatch" not in r.stderr:
-            fail(f"--corrupt-echo {n}: exit code {r.returncode}, stderr {r.stderr!r}; "
-                 "want 1 and an echo mismatch")
-        if r.stdout.strip():
-            fail(f"--corrupt-echo {n}: printed figures anyway: {r.stdout!r}")
+        expect_spoiled([floor, "--json", "--calls", calls, "--messages", "2000", "--rounds", "1"], n)
     print("ok: a spoiled echo fails the run, in either phase")
 
 
 def check_usage(floor):
-    for argv in (["--payload", "4"], ["--calls", "x"], ["--bogus"], ["--corrupt-echo", "0"],
-                 ["--rounds"]):
-        r = run([floor] + argv)
-        if r.returncode != 2 or "usage" not in r.stderr:
-            fail(f"{argv}: exit code {r.returncode}, want 2 and the usage")
-    print("ok: bad arguments are a usage error")
+    expect_usage_errors(floor, (["--payload", "4"], ["--calls", "x"], ["--bogus"],
+                                ["--corrupt-echo", "0"], ["--rounds"]))
 
 
 def check_bench(bench, floor):
     code, j = bench_json(bench, ["--lane-floor", floor])
     if code != 0:
         fail(f"rpcjob-bench with the lane floor: exit code {code}")
-    for key in LANE_KEYS:
-        if not (isinstance(j.get(key), (int, float)) and j[key] > 0):
-            fail(f"rpcjob-bench: {key} = {j.get(key)!r}, want > 0")
+    expect_positive(j, LANE_KEYS, "rpcjob-bench: ")
     if j["lane_payload_bytes"] != 55:
         fail(f"rpcjob-bench: lane_payload_bytes {j['lane_payload_bytes']}, want 55")
     print(f"ok: rpcjob-bench beside the lane floor: ours {j['async_calls_per_s']} calls/s, "

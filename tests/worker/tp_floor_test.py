@@ -18,40 +18,29 @@ No timing thresholds: figures are checked for shape, not speed.
 """
 
 import argparse
-import json
 
-from floor_checks import bench_json, check_bench_without, fail, run
+from floor_checks import (bench_json, check_bench_without, expect_asked, expect_percentiles,
+                          expect_positive, expect_spoiled, expect_usage_errors, fail,
+                          program_json)
 
 CALLS, MESSAGES, WINDOW, ROUNDS, ITERATIONS, PAYLOAD = 150, 700, 16, 2, 4, 100
 TENSOR = 1 << 20
 
 
 def check_run(floor):
-    r = run([floor, "--quick", "--json", "--calls", str(CALLS), "--messages", str(MESSAGES),
-             "--window", str(WINDOW), "--rounds", str(ROUNDS), "--iterations", str(ITERATIONS),
-             "--payload", str(PAYLOAD), "--tensor-bytes", str(TENSOR)])
-    if r.returncode != 0:
-        fail(f"exit code {r.returncode}; stderr: {r.stderr}")
-    lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
-    if len(lines) != 1:
-        fail(f"expected one JSON line, got: {r.stdout!r}")
-    j = json.loads(lines[0])
-    expected = {"payload_bytes": PAYLOAD, "chained_calls": CALLS, "blocking_calls": CALLS,
+    j = program_json([floor, "--quick", "--json", "--calls", str(CALLS), "--messages",
+                      str(MESSAGES), "--window", str(WINDOW), "--rounds", str(ROUNDS),
+                      "--iterations", str(ITERATIONS), "--payload", str(PAYLOAD),
+                      "--tensor-bytes", str(TENSOR)])
+    expect_asked(j, {"payload_bytes": PAYLOAD, "chained_calls": CALLS, "blocking_calls": CALLS,
                 "pipelined_window": WINDOW, "pipelined_messages": MESSAGES,
                 "burst_messages": MESSAGES, "rounds": ROUNDS, "tensor_bytes": TENSOR,
-                "tensor_basic_iterations": ITERATIONS}
-    for key, want in expected.items():
-        if j.get(key) != want:
-            fail(f"{key} = {j.get(key)!r}, asked for {want}")
+                "tensor_basic_iterations": ITERATIONS})
     if j.get("transport") not in ("shm", "uv"):
         fail(f"transport = {j.get('transport')!r}")
     for kind in ("chained", "blocking"):
-        p50, p99 = j.get(kind + "_p50_us"), j.get(kind + "_p99_us")
-        if not (isinstance(p50, (int, float)) and isinstance(p99, (int, float)) and p99 >= p50 > 0):
-            fail(f"{kind}: p50 {p50!r}, p99 {p99!r}: want p99 >= p50 > 0")
-    for key in ("pipelined_msgs_per_s", "burst_msgs_per_s", "tensor_basic_ms"):
-        if not (isinstance(j.get(key), (int, float)) and j[key] > 0):
-            fail(f"{key} = {j.get(key)!r}, want > 0")
+        expect_percentiles(j, kind)
+    expect_positive(j, ["pipelined_msgs_per_s", "burst_msgs_per_s", "tensor_basic_ms"])
     if j.get("cma") == "viable":
         if j.get("tensor_cma_iterations") != ITERATIONS or not (j.get("tensor_cma_ms") or 0) > 0:
             fail(f"cma viable but tensor_cma_iterations {j.get('tensor_cma_iterations')!r}, "
@@ -65,22 +54,14 @@ def check_run(floor):
 
 
 def check_spoiled(floor, what):
-    r = run([floor, "--quick", "--json", "--calls", "20", "--messages", "50", "--iterations", "1",
-             "--tensor-bytes", str(TENSOR), "--corrupt-echo", what])
-    if r.returncode != 1 or "echo mismatch" not in r.stderr:
-        fail(f"--corrupt-echo {what}: exit code {r.returncode}, stderr {r.stderr!r}; "
-             "want 1 and an echo mismatch")
-    if r.stdout.strip():
-        fail(f"--corrupt-echo {what}: printed figures anyway: {r.stdout!r}")
-    print(f"ok: a spoiled echo ({what}) fails the run: {r.stderr.strip()}")
+    stderr = expect_spoiled([floor, "--quick", "--json", "--calls", "20", "--messages", "50",
+                             "--iterations", "1", "--tensor-bytes", str(TENSOR)], what)
+    print(f"ok: a spoiled echo ({what}) fails the run: {stderr.strip()}")
 
 
 def check_usage(floor):
-    for argv in (["--payload", "0"], ["--calls", "x"], ["--bogus"], ["--corrupt-echo", "-1"]):
-        r = run([floor] + argv)
-        if r.returncode != 2 or "usage" not in r.stderr:
-            fail(f"{argv}: exit code {r.returncode}, want 2 and the usage")
-    print("ok: bad arguments are a usage error")
+    expect_usage_errors(floor, (["--payload", "0"], ["--calls", "x"], ["--bogus"],
+                                ["--corrupt-echo", "-1"]))
 
 
 TP_KEYS = ["tp_small_rtt_p50_us", "tp_small_rtt_p99_us", "tp_chained_rtt_p50_us",
@@ -93,9 +74,7 @@ def check_bench_with_floor(bench, floor):
     code, j = bench_json(bench, ["--floor", floor])
     if code != 0:
         fail(f"rpcjob-bench with the floor: exit code {code}")
-    for key in TP_KEYS + BOUND_KEYS + ["small_rtt_p50_us"]:
-        if not (isinstance(j.get(key), (int, float)) and j[key] > 0):
-            fail(f"rpcjob-bench: {key} = {j.get(key)!r}, want > 0")
+    expect_positive(j, TP_KEYS + BOUND_KEYS + ["small_rtt_p50_us"], "rpcjob-bench: ")
     if j["tp_payload_bytes"] != 69 or j.get("tp_transport") not in ("shm", "uv"):
         fail(f"rpcjob-bench: tp_payload_bytes {j['tp_payload_bytes']}, "
              f"tp_transport {j.get('tp_transport')!r}")
