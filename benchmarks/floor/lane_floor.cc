@@ -30,9 +30,7 @@
 // died or a round took over 30 s), 2 usage.
 
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,12 +40,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "forked_parties.h"
 #include "lane/ring.h"
 
 namespace {
@@ -254,13 +252,8 @@ int main(int argc, char** argv) {
                  "[--messages N] [--rounds N] [--corrupt-echo N]\n");
     return 2;
   }
-  void* mem =
-      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    std::perror("rpcjob-lane-floor: mmap");
-    return 1;
-  }
-  auto* s = new (mem) Shared();
+  auto* s = rpcjob::floor::newShared<Shared>("rpcjob-lane-floor");
+  if (s == nullptr) return 1;
   const pid_t server = fork();
   if (server < 0) {
     std::perror("rpcjob-lane-floor: fork");
@@ -285,9 +278,8 @@ int main(int argc, char** argv) {
     code = 1;
   }
   s->stop.store(1);
-  int status = 0;
-  waitpid(server, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) code = 1;
+  const pid_t children[] = {server};
+  if (!rpcjob::floor::reap(children)) code = 1;
   if (code != 0) return code;
   if (c.json) {
     std::printf(

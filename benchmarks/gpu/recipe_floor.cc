@@ -37,7 +37,6 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <unistd.h>
@@ -47,10 +46,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <new>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "../floor/forked_parties.h"
 
 namespace {
 
@@ -254,13 +254,7 @@ std::vector<double> twoProcesses(Shared* s, c10::Device devA, c10::Device devB, 
     }
     _exit(0);
   }
-  bool ok = true;
-  for (pid_t c : children) {
-    int status = 0;
-    waitpid(c, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  if (!ok) return {};
+  if (!rpcjob::floor::reap(children)) return {};
   return std::vector<double>(s->blockSeconds, s->blockSeconds + blocks);
 }
 
@@ -350,13 +344,8 @@ int main(int argc, char** argv) {
       peer = n > 1 ? 1 : 0;
     }
   }
-  void* mem =
-      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    std::perror("mmap");
-    return 1;
-  }
-  auto* s = new (mem) Shared();
+  auto* s = rpcjob::floor::newShared<Shared>("rpcjob-recipe-floor");
+  if (s == nullptr) return 1;
   const c10::Device devA(c10::kCUDA, 0), devB(c10::kCUDA, static_cast<c10::DeviceIndex>(peer));
   const Figures two = figures(twoProcesses(s, devA, devB, blocks));
   if (two.median == 0) {

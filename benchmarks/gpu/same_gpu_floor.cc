@@ -31,8 +31,6 @@
 // Exit codes: 0 success, 1 a CUDA call or a child failed, 2 usage.
 
 #include <cuda_runtime.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,12 +40,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../floor/forked_parties.h"
+
 namespace {
+
+using rpcjob::floor::reap;
 
 constexpr size_t kCopyBytes = size_t{4} << 20;
 constexpr int kMaxRounds = 100000;
@@ -197,17 +198,6 @@ void party(int me, Step step, bool processes, int warmup, int rounds, Shared* s)
   }
 }
 
-// Waits for both parties' processes; whether both exited 0.
-bool reap(const pid_t (&children)[2]) {
-  bool ok = true;
-  for (pid_t c : children) {
-    int status = 0;
-    waitpid(c, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  return ok;
-}
-
 struct Result {
   double p10 = 0, p50 = 0, p90 = 0;
 };
@@ -343,13 +333,8 @@ int main(int argc, char** argv) {
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);  // each line out as it is measured
   alarm(600);
-  void* mem =
-      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    std::perror("mmap");
-    return 1;
-  }
-  auto* s = new (mem) Shared();
+  auto* s = rpcjob::floor::newShared<Shared>("rpcjob-same-gpu-floor");
+  if (s == nullptr) return 1;
   // The processes first: the parent must not touch CUDA before it forks.
   const Step steps[] = {Step::kHost, Step::kTiny, Step::kOne, Step::kIpc, Step::kCopy};
   std::string out = "{";

@@ -171,40 +171,35 @@ TEST(DistAutogradGpu, NestedCallsBackToTheDriverAndAnRRefsToHere) {
   expectNoContexts(rt);
 }
 
+// Forward through s's layer and w1's `function`, then a distributed backward
+// that must fail: its RpcError's text (a test failure, and "", when it succeeds).
+std::string failingBackwardThrough(Split& s, const char* function) {
+  auto& rt = s.pair.rt();
+  dist::Context ctx(rt);
+  at::Tensor h = s.forward(at::randn({4, 32}, at::TensorOptions().device(at::kCUDA, 0)));
+  at::Tensor y = rt.rpcSync("w1", function, {h}).toTensor();
+  try {
+    dist::backward(rt, ctx.id(), {y.sum()});
+  } catch (const runtime::RpcError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "backward through " << function << " succeeded";
+  return "";
+}
+
 TEST(DistAutogradGpu, ARemoteBackwardThatThrowsFailsTheDriversBackward) {
   Split s(32);
-  auto& rt = s.pair.rt();
-  {
-    dist::Context ctx(rt);
-    at::Tensor h = s.forward(at::randn({4, 32}, at::TensorOptions().device(at::kCUDA, 0)));
-    at::Tensor y = rt.rpcSync("w1", "gag.throw_in_backward", {h}).toTensor();
-    try {
-      dist::backward(rt, ctx.id(), {y.sum()});
-      FAIL() << "backward succeeded";
-    } catch (const runtime::RpcError& e) {
-      std::string what = e.what();
-      EXPECT_NE(what.find("boom in backward on w1"), std::string::npos) << what;
-    }
-  }
-  expectNoContexts(rt);
+  const std::string what = failingBackwardThrough(s, "gag.throw_in_backward");
+  EXPECT_NE(what.find("boom in backward on w1"), std::string::npos) << what;
+  expectNoContexts(s.pair.rt());
 }
 
 TEST(DistAutogradGpu, AWorkerDyingDuringBackwardFailsItPromptly) {
   Split s(32);
   auto& rt = s.pair.rt();
   auto started = std::chrono::steady_clock::now();
-  {
-    dist::Context ctx(rt);
-    at::Tensor h = s.forward(at::randn({4, 32}, at::TensorOptions().device(at::kCUDA, 0)));
-    at::Tensor y = rt.rpcSync("w1", "gag.exit_in_backward", {h}).toTensor();
-    try {
-      dist::backward(rt, ctx.id(), {y.sum()});
-      FAIL() << "backward succeeded";
-    } catch (const runtime::RpcError& e) {
-      std::string what = e.what();
-      EXPECT_NE(what.find("w1"), std::string::npos) << what;
-    }
-  }
+  const std::string what = failingBackwardThrough(s, "gag.exit_in_backward");
+  EXPECT_NE(what.find("w1"), std::string::npos) << what;
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
   EXPECT_EQ(rt.rpcSync("driver", runtime::kBuiltinAutogradContexts, {}).toListRef().size(), 0u);
 }
