@@ -7,7 +7,9 @@
 // distributed backward, "CPU RPC" and "CUDA RPC" modes). One JSON object on stdout.
 // Channels: RPCJOB_GPU_CHANNELS (empty: every viable one, cuda_nvlink first).
 // RPCJOB_BENCH_BREAKDOWN=1 prints the recipe's per-iteration phases on stderr;
-// RPCJOB_BENCH_ONLY=recipe runs the recipe alone.
+// RPCJOB_BENCH_ONLY=recipe runs the model split and the recipe alone; =small, =4mb or
+// =400mb that round trip alone (with its bound): a phase of its own to trace
+// (RPCJOB_TRACE, benchmarks/profile/trace_timeline.py --between call.send).
 #include <ATen/Parallel.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -165,6 +167,16 @@ int main(int, char** argv) {
     return 1;
   }
   gpu::runWorkerIfAsked(gpu::registerGpuAutogradFunctions);
+  // RPCJOB_BENCH_ONLY: one part alone (the other figures print as 0).
+  const char* onlyEnv = std::getenv("RPCJOB_BENCH_ONLY");
+  const std::string only = onlyEnv != nullptr ? onlyEnv : "";
+  if (!only.empty() && only != "recipe" && only != "small" && only != "4mb" && only != "400mb") {
+    std::fprintf(stderr,
+                 "rpcjob-gpu-bench: RPCJOB_BENCH_ONLY=%s: not recipe, small, 4mb or 400mb\n",
+                 only.c_str());
+    return 2;
+  }
+  const auto want = [&](const char* part) { return only.empty() || only == part; };
   const char* ch = std::getenv("RPCJOB_GPU_CHANNELS");
   // The worker's GPU: cuda:1 where there is one, else both processes share cuda:0
   // (RPCJOB_GPU_PEER_DEVICE=0 asks for the shared GPU on a larger machine too).
@@ -181,35 +193,36 @@ int main(int, char** argv) {
   at::Tensor mb4 = at::ones({1000 * 1000}, opts);
   at::Tensor mb400 = at::ones({100 * 1000 * 1000}, opts);
   c10::cuda::device_synchronize();  // set-up only, outside every measurement
-  // RPCJOB_BENCH_ONLY=recipe: the recipe alone (the other figures print as 0).
-  const char* only = std::getenv("RPCJOB_BENCH_ONLY");
-  const bool all = only == nullptr || std::string(only) != "recipe";
-  auto s = all ? roundTrips(rt, small, 200, 3000) : std::vector<double>{0};
-  auto r4 = all ? roundTrips(rt, mb4, 20, 200) : std::vector<double>{0};
-  auto r400 = all ? roundTrips(rt, mb400, 5, 40) : std::vector<double>{1};
-  // Model split: forward only (the recipe below adds the backward pass).
-  at::manual_seed(0);
-  at::Tensor w0 = at::randn({1000, 1000}, opts) * 0.03;
-  at::Tensor b0 = at::zeros({1000}, opts);
-  at::Tensor x = at::randn({1000, 1000}, opts);
-  rt.rpcSync("w1", "linear1", {at::linear(x, w0, b0)});  // warm-up: creates the remote shard
-  c10::cuda::getCurrentCUDAStream(0).synchronize();
-  auto t0 = Clock::now();
-  at::Tensor y;
-  for (int i = 0; i < 10; ++i) y = rt.rpcSync("w1", "linear1", {at::linear(x, w0, b0)}).toTensor();
-  c10::cuda::getCurrentCUDAStream(0).synchronize();
-  double split = seconds(Clock::now() - t0);
-  double recipeCpu = recipe(rt, /*cpuMode=*/true);
-  double recipeCuda = recipe(rt, /*cpuMode=*/false);
-  // RPCJOB_BENCH_RECIPE_REPEAT=N: N more CUDA recipes, each total on stderr: a steady
-  // phase long enough to profile (benchmarks/profile/perf-attach.sh).
-  if (const char* repeat = std::getenv("RPCJOB_BENCH_RECIPE_REPEAT")) {
-    for (int i = 0, n = std::atoi(repeat); i < n; ++i) {
-      std::fprintf(stderr, "recipe CUDA RPC, repeat %d: %.4f s\n", i, recipe(rt, false));
+  auto s = want("small") ? roundTrips(rt, small, 200, 3000) : std::vector<double>{0};
+  auto r4 = want("4mb") ? roundTrips(rt, mb4, 20, 200) : std::vector<double>{0};
+  auto r400 = want("400mb") ? roundTrips(rt, mb400, 5, 40) : std::vector<double>{1};
+  double split = 0, recipeCpu = 0, recipeCuda = 0;
+  if (want("recipe")) {
+    // Model split: forward only (the recipe below adds the backward pass).
+    at::manual_seed(0);
+    at::Tensor w0 = at::randn({1000, 1000}, opts) * 0.03;
+    at::Tensor b0 = at::zeros({1000}, opts);
+    at::Tensor x = at::randn({1000, 1000}, opts);
+    rt.rpcSync("w1", "linear1", {at::linear(x, w0, b0)});  // warm-up: creates the remote shard
+    c10::cuda::getCurrentCUDAStream(0).synchronize();
+    auto t0 = Clock::now();
+    at::Tensor y;
+    for (int i = 0; i < 10; ++i)
+      y = rt.rpcSync("w1", "linear1", {at::linear(x, w0, b0)}).toTensor();
+    c10::cuda::getCurrentCUDAStream(0).synchronize();
+    split = seconds(Clock::now() - t0);
+    recipeCpu = recipe(rt, /*cpuMode=*/true);
+    recipeCuda = recipe(rt, /*cpuMode=*/false);
+    // RPCJOB_BENCH_RECIPE_REPEAT=N: N more CUDA recipes, each total on stderr: a steady
+    // phase long enough to profile (benchmarks/profile/perf-attach.sh).
+    if (const char* repeat = std::getenv("RPCJOB_BENCH_RECIPE_REPEAT")) {
+      for (int i = 0, n = std::atoi(repeat); i < n; ++i) {
+        std::fprintf(stderr, "recipe CUDA RPC, repeat %d: %.4f s\n", i, recipe(rt, false));
+      }
     }
   }
-  auto raw4 = all ? rawRoundTrips(mb4, peer, 20, 200) : std::vector<double>{1};
-  auto raw400 = all ? rawRoundTrips(mb400, peer, 3, 20) : std::vector<double>{1};
+  auto raw4 = want("4mb") ? rawRoundTrips(mb4, peer, 20, 200) : std::vector<double>{1};
+  auto raw400 = want("400mb") ? rawRoundTrips(mb400, peer, 3, 20) : std::vector<double>{1};
   std::printf(
       "{\"impl\": \"rpcjob\", \"devices\": \"cuda:0->%s\", \"channel\": \"%s\", \"small_p50_us\": "
       "%.1f, \"small_p99_us\": %.1f, "

@@ -8,10 +8,12 @@
 # the CPU rpcjob-bench --json.
 # Usage, from the repository root, with .gpudeps carried (made by
 # EXTRA="libtensorpipe-dev libnop-dev" ../shared/tools/gpu-deps.sh):
-#   tests/gpu/run-all.sh [build|test|e2e|pod|seeds|bench|all|metrics]...
+#   tests/gpu/run-all.sh [build|test|e2e|pod|seeds|bench|all|metrics|trace]...
 # (seeds: the seed programs examples/model-split and examples/resnet-pipeline built
 #  against an install of this build and run on their CUDA manifests with `rpcjob
 #  run`, then the pipeline tutorial's own PyTorch program: $OUT/seeds_table.md)
+# (trace: the small and 400 MB CUDA round trips traced step by step, after a build;
+#  not part of all: $OUT/trace-*.txt)
 # (metrics: the metrics overhead per recorder, after a build; not part of all;
 #  ROUNDS, SLICE and RECORDERS, a list of --recorders values, change it)
 # Logs go to gpu-logs/ and, packed, to $OUT/logs.tgz (the device tool brings back
@@ -359,6 +361,24 @@ if want bench; then
   fi
   python3 benchmarks/gpu/table.py "$R" "$L/cpu_bench.json" | tee "$OUT/table.md"
   tail -8 "$L/bench.err"
+fi
+
+# Not part of `all` (about 30 s): where a CUDA round trip's host time goes, step by
+# step in both processes (RPCJOB_TRACE; benchmarks/profile/trace_timeline.py), for the
+# small call and the 400 MB one, each in a run of its own (RPCJOB_BENCH_ONLY), the
+# warm-up windows left out. The GPU's copies show as the gaps no host step fills.
+if [[ $stages == *" trace "* ]]; then
+  for part in small 400mb; do
+    rm -rf "$L/trace-$part"
+    mkdir -p "$L/trace-$part"
+    RPCJOB_TRACE=$L/trace-$part RPCJOB_BENCH_ONLY=$part RPCJOB_BENCH_TRACE=1 timeout 120 \
+      $B/tests/gpu/rpcjob-gpu-bench >"$L/trace-$part.json" 2>"$L/trace-$part.err"
+    say "traced $part round trips rc=$?: $(cat "$L/trace-$part.json")"
+    if [[ $part == small ]]; then skip=300 count=2000; else skip=5 count=40; fi
+    python3 benchmarks/profile/trace_timeline.py "$L/trace-$part" --between call.send \
+      --from $skip --count $count --show 2 --top 25 >"$OUT/trace-$part.txt" 2>&1
+    sed -n '/where the time goes/,$p' "$OUT/trace-$part.txt" | head -16 | tee -a "$S"
+  done
 fi
 
 # Not part of `all` (about 3 minutes): the metrics overhead in the same two processes,
