@@ -2,13 +2,13 @@
 # One call on the GPU machine: configure and build the `gpu` preset (-j32), run the
 # GPU tests, instrument_test and metrics_test, a 2-worker CUDA transfer between live
 # rpcjob-workers whose /metrics is fetched with curl (CUDA channel bytes and event-timed
-# durations), two workers run by rpcjob-launch as in a pod (pod: CUDA_VISIBLE_DEVICES as
+# durations), the channel matrix of every GPU pair (topology, 2 GPUs or more), two workers run by rpcjob-launch as in a pod (pod: CUDA_VISIBLE_DEVICES as
 # the device plugin sets it, the channel must be cuda_ipc/cuda_nvlink, the bytes exact),
 # the seed programs (seeds), the GPU benchmark (ours beside PyTorch's RPC, same run) and
 # the CPU rpcjob-bench --json.
 # Usage, from the repository root, with .gpudeps carried (made by
 # EXTRA="libtensorpipe-dev libnop-dev" ../shared/tools/gpu-deps.sh):
-#   tests/gpu/run-all.sh [build|test|e2e|pod|seeds|bench|all|metrics|trace]...
+#   tests/gpu/run-all.sh [build|test|e2e|topology|pod|seeds|bench|all|metrics|trace]...
 # (seeds: the seed programs examples/model-split and examples/resnet-pipeline built
 #  against an install of this build and run on their CUDA manifests with `rpcjob
 #  run`, then the pipeline tutorial's own PyTorch program: $OUT/seeds_table.md)
@@ -30,7 +30,7 @@ export NCCL_NVLS_ENABLE=0
 export DEPS=$PWD/.gpudeps/root TORCH_DIR=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')
 export CMAKE_PREFIX_PATH=$DEPS/usr:$DEPS/usr/lib/x86_64-linux-gnu/cmake:$TORCH_DIR/share/cmake
 export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu:$TORCH_DIR/lib:${LD_LIBRARY_PATH:-}
-# Several stages in one call run in the script's order (build test e2e seeds pod bench).
+# Several stages in one call run in the script's order (build test e2e topology seeds pod bench).
 stages=" ${*:-all} "
 want() { [[ $stages == *" all "* || $stages == *" $1 "* ]]; }
 B=build-gpu
@@ -179,6 +179,39 @@ for path, direction in zip(sys.argv[1:], ("send", "recv")):
           f"event-timed transfers {n:.0f}, mean {1e6 * t / n if n else 0:.1f} us -> {'OK' if good else 'FAIL'}")
 print("live /metrics check:", "OK" if ok else "FAIL")
 PY
+fi
+
+if want topology; then
+  # Every GPU a worker, every worker sending 5 x 4 MiB from its GPU to every other
+  # (examples/channel-matrix.yaml, replicas set to the machine's GPU count), run by
+  # `rpcjob run` with the placement it plans from NVML's topology: the plan (which
+  # rank on which GPU), nvidia-smi's own matrix beside it, and the channel each
+  # ordered pair used, read from the workers' metrics files (channel_matrix.py:
+  # every pair must have gone by cuda_nvlink or cuda_ipc). Needs 2 GPUs or more.
+  if ((GPUS < 2)); then
+    say "topology: not run (needs 2 GPUs or more, this machine has $GPUS)"
+  else
+    T=$L/topology
+    rm -rf "$T"
+    mkdir -p "$T"
+    nvidia-smi topo -m >"$T/nvidia-smi-topo.txt" 2>&1
+    sed "s/^      replicas: 2\$/      replicas: $GPUS/" examples/channel-matrix.yaml >"$T/job.yaml"
+    $B/runner/rpcjob plan "$T/job.yaml" --local >"$T/plan.txt" 2>&1
+    say "topology: rpcjob plan --local rc=$?"
+    grep -E "^(# GPU topology|note:)" "$T/plan.txt" | tee -a "$S"
+    sed -n '/^RANK/,/^$/p' "$T/plan.txt" | tee -a "$S"
+    PATH=$PWD/$B/worker:$PATH timeout 180 $B/runner/rpcjob run "$T/job.yaml" --run-dir "$T/run" \
+      --first-port 29700 >"$T/run.log" 2>&1
+    rc=$?
+    say "topology: rpcjob run of $GPUS workers rc=$rc, $(grep -c 'values exact: yes' "$T/run.log")" \
+      "of $((GPUS * (GPUS - 1))) sends exact"
+    ((rc == 0)) || tail -20 "$T/run.log"
+    { echo "nvidia-smi topo -m:"; echo '```'; cat "$T/nvidia-smi-topo.txt"; echo '```'; echo
+      echo "Channel per ordered pair (rows send, columns receive; bytes by channel):"; echo
+      python3 benchmarks/gpu/channel_matrix.py "$T/run" --require cuda_nvlink,cuda_ipc
+      echo "channel_matrix rc=$?"; } >"$OUT/channel_matrix.md" 2>&1
+    sed -n '/^| from/,$p' "$OUT/channel_matrix.md" | tee -a "$S"
+  fi
 fi
 
 if want seeds; then

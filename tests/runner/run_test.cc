@@ -142,6 +142,59 @@ TEST(Run, EveryExampleRunsWithTheRealWorker) {
 }
 #endif
 
+#ifdef RPCJOB_WORKER_BINARY
+// A job of `rpcjob-worker send` workers (CPU) with these arguments after "send".
+std::string sendJob(const std::string& name, int replicas, const std::string& args) {
+  return "apiVersion: rpcjob.dev/v1alpha1\nkind: RpcJob\nmetadata: {name: " + name +
+         "}\nspec:\n  workers:\n    - name: w\n      replicas: " + std::to_string(replicas) +
+         "\n      template:\n        spec:\n          containers:\n            - name: w\n"
+         "              command: [rpcjob-worker]\n              args: [send, " +
+         args + "]\n  runPolicy: {backoffLimit: 0}\n";
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
+  return n;
+}
+
+// What tests/gpu/run-all.sh topology does on a GPU machine, on the CPU: every
+// worker sends to every other, and benchmarks/gpu/channel_matrix.py reads the
+// channel of each ordered pair from the workers' metrics files.
+TEST(Run, EveryRankSendsToEveryPeerAndTheMatrixShowsEachPair) {
+  TempDir dir;
+  const std::string manifest = dir.write(
+      "matrix.yaml", sendJob(uniqueName("matrix"), 3,
+                             "--bytes, \"1048576\", --count, \"3\", --verify, --every-rank"));
+  const auto r = runProgram(runArgs(manifest, dir), {"", SIGINT, 120});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_EQ(occurrences(r.output, "x 1048576 bytes to w"), 6u) << r.output;
+  EXPECT_EQ(occurrences(r.output, "values exact: yes"), 6u) << r.output;
+  const std::string script = std::string(RPCJOB_SOURCE_DIR) + "/benchmarks/gpu/channel_matrix.py";
+  const auto matrix = runProgram({"/usr/bin/env", "python3", script, dir.path() + "/run"});
+  EXPECT_EQ(matrix.exitCode, 0) << matrix.output;
+  EXPECT_THAT(matrix.output, HasSubstr("6 of 6 ordered pairs carried bytes"));
+  EXPECT_TRUE(
+      std::regex_search(matrix.output, std::regex("\\| w1 \\(cpu\\) \\| [a-z_]+ 3 MiB \\| - \\|")))
+      << matrix.output;
+  // The same run held to GPU channels it could not use: every pair named, exit 1.
+  const auto held = runProgram({"/usr/bin/env", "python3", script, dir.path() + "/run", "--require",
+                                "cuda_nvlink,cuda_ipc"});
+  EXPECT_EQ(held.exitCode, 1) << held.output;
+  EXPECT_THAT(held.output, HasSubstr("0 of 6 ordered pairs as required"));
+  EXPECT_THAT(held.output, HasSubstr("w2 -> w0:"));
+}
+
+TEST(Run, SendFromTheWorkersGpuWithoutOneIsAClearError) {
+  TempDir dir;
+  const std::string manifest =
+      dir.write("nogpu.yaml", sendJob(uniqueName("nogpu"), 2, "--device, gpu"));
+  const auto r = runProgram(runArgs(manifest, dir), {"", SIGINT, 60});
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--device gpu: the assignment gives worker 'w0' no GPU"));
+}
+#endif
+
 TEST(Run, CrashingWorkerRestartsTheJobUntilBackoffLimit) {
   TempDir dir;
   const std::string manifest = dir.write(

@@ -11,11 +11,15 @@
 //                                            paused and running, N rounds, switching
 //                                            every CALLS sync calls (default 25)
 //                                            (tools/metrics_overhead.h)
-//   rpcjob-worker send --bytes N --count K [--device D] [--verify]
+//   rpcjob-worker send --bytes N --count K [--device D] [--verify] [--every-rank]
 //                                            rank 0 sends K tensors of N bytes (on
-//                                            device D, default cpu) to every peer (known
-//                                            traffic, for the metrics tests); --verify:
-//                                            the peer checks every byte arrived as sent
+//                                            device D, default cpu; gpu: this worker's
+//                                            first GPU in the assignment) to every peer
+//                                            (known traffic, for the metrics tests);
+//                                            --verify: the peer checks every byte
+//                                            arrived as sent; --every-rank: every
+//                                            worker sends, so every ordered pair carries
+//                                            traffic (the channel matrix of a machine)
 //   common: [--metrics-port N] [--hold-s N] (wait N s before the shutdown barrier)
 //   rpcjob-worker --version
 //
@@ -49,7 +53,8 @@ int usage() {
          "       rpcjob-worker bench --metrics-overhead ROUNDS\n"
          "                           [--recorders observer,channels,transports|all|none]\n"
          "                           [--slice CALLS]\n"
-         "       rpcjob-worker send --bytes N --count K [--device cpu|cuda:N] [--verify]\n"
+         "       rpcjob-worker send --bytes N --count K [--device cpu|cuda:N|gpu] [--verify]\n"
+         "                          [--every-rank]\n"
          "       common options: [--metrics-port N] [--hold-s N]\n"
          "       rpcjob-worker --version\n"
          "identity: RPCJOB_ASSIGNMENT or RPCJOB_PEERS, and RPCJOB_WORKER_NAME or RPCJOB_RANK\n";
@@ -73,6 +78,7 @@ int main(int argc, char** argv) {
   long sendBytes = 1 << 20, sendCount = 10, holdSeconds = 0;
   std::string sendDevice = "cpu";
   bool sendVerify = false;
+  bool sendFromEveryRank = false;
   int overheadRounds = 0;  // bench --metrics-overhead
   rpcjob::worker::OverheadConfig overhead;
   for (int i = 2; i < argc; ++i) {
@@ -117,6 +123,8 @@ int main(int argc, char** argv) {
         sendCount = std::stol(argv[++i]);
       } else if (arg == "--verify") {
         sendVerify = true;
+      } else if (arg == "--every-rank") {
+        sendFromEveryRank = true;
       } else if (arg == "--hold-s" && i + 1 < argc) {
         holdSeconds = std::stol(argv[++i]);
       } else {
@@ -139,6 +147,17 @@ int main(int argc, char** argv) {
   std::unique_ptr<rpcjob::worker::BenchAgent> bench;  // after rt: its runtimes go first
   try {
     rpcjob::Identity identity = rpcjob::identityFromEnvironment();
+    if (mode == "send" && sendDevice == "gpu") {
+      // The assignment's GPU indices are the ones this process sees (cuda:N).
+      for (const auto& w : identity.assignment.workers) {
+        if (w.name != identity.name) continue;
+        if (w.gpus.empty()) {
+          throw std::runtime_error("--device gpu: the assignment gives worker '" + w.name +
+                                   "' no GPU");
+        }
+        sendDevice = "cuda:" + std::to_string(w.gpus.front());
+      }
+    }
     RuntimeOptions options = optionsFromAssignment(identity.assignment, identity.name);
     rpcjob::runtime::applyEnvironment(options);
     metrics = rpcjob::telemetry::fromEnvironment(identity, metricsPort);
@@ -174,14 +193,14 @@ int main(int argc, char** argv) {
     metrics->serve();
     rt->start();
     metrics->setReady();
-    if (mode == "send" && rt->self().rank == 0) {
+    if (mode == "send" && (rt->self().rank == 0 || sendFromEveryRank)) {
       // One uint8 tensor of sendBytes per call: above the inline limit it travels
       // by channel, exactly sendBytes once per call; the answer is None.
       // On a GPU (--device cuda:N) it goes by the assignment's device map.
       at::Tensor tensor =
           at::full({sendBytes}, 7, at::TensorOptions().dtype(at::kByte).device(sendDevice));
       for (const auto& w : rt->workers()) {
-        if (w.rank == 0) continue;
+        if (w.rank == rt->self().rank) continue;
         int64_t wrong = 0;
         for (long i = 0; i < sendCount; ++i) {
           const c10::IValue answer =
