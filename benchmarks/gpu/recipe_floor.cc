@@ -104,6 +104,11 @@ struct Half {
     return t;
   }
   void wait() const {
+    // The current stream may be the legacy default stream, whose handle (0) means
+    // the *current* device's: without the guard, B's wait in the one-process mode
+    // recorded its cuda:1 event on cuda:0's stream ("invalid resource handle",
+    // seen on 2 and 4 x H200).
+    c10::cuda::CUDAGuard guard(device);
     auto stream = at::cuda::getCurrentCUDAStream(device.index());
     check(cudaEventRecord(done, stream), "cudaEventRecord");
     cudaError_t e;

@@ -377,6 +377,8 @@ if want bench; then
   # The recipe's own GPU work in two processes, no RPC (recipe_floor.cc): the least
   # time its CUDA mode can take here; table.py prints it under the recipe's figures.
   timeout 200 $B/tests/gpu/rpcjob-recipe-floor 2>>"$L/bench.err" | tee -a "$R" "$S"
+  rc=${PIPESTATUS[0]}
+  ((rc == 0)) || say "recipe floor FAILED (rc=$rc): $(grep -m1 'rpcjob-recipe-floor:' "$L/bench.err")"
   # One worker's backward pass (the recipe shard's) on the calling thread beside
   # libtorch's engine, which hands CUDA nodes to its device thread (issue 15).
   timeout 120 $B/worker/rpcjob-autograd-bench --device cuda | tee "$L/autograd_bench.txt" | tee -a "$S"
