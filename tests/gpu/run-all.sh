@@ -364,6 +364,12 @@ if want bench; then
   for ch in "" "cuda_ipc,basic"; do
     RPCJOB_GPU_CHANNELS=$ch timeout 100 $B/tests/gpu/rpcjob-gpu-bench >>"$R" 2>>"$L/bench.err"
   done
+  # cuda_nvlink with the former test of a shared GPU (the pointer's device ordinal,
+  # which took every cross-GPU pair for one): the A/B of nvlink_descriptor.h's fix.
+  if ((GPUS > 1)); then
+    RPCJOB_NVLINK_SAME_GPU_BY=pointer timeout 100 $B/tests/gpu/rpcjob-gpu-bench 2>>"$L/bench.err" |
+      sed 's/"impl": "rpcjob"/"impl": "rpcjob, RPCJOB_NVLINK_SAME_GPU_BY=pointer"/' >>"$R"
+  fi
   PYTHONUNBUFFERED=1 timeout 150 python3 benchmarks/gpu/torch_rpc_bench.py 29517 2>>"$L/bench.err" | grep '^{' >>"$R"
   # PyTorch's recipe again with the intra-op environment rpcjob gives each of its
   # two workers here (rpcjob-gpu-bench's intra_op_threads): the CPU mode depends on it.

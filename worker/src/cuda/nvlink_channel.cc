@@ -24,6 +24,7 @@
 #include "../trace/trace.h"
 #include "event_poller.h"
 #include "nvlink_copy.h"
+#include "nvlink_descriptor.h"
 
 namespace rpcjob::runtime::cuda {
 namespace {
@@ -103,36 +104,6 @@ struct PendingRecv {
   tensorpipe::channel::TRecvCallback callback;
 };
 
-struct Descriptor {
-  std::string boot;
-  int pid = 0;
-  std::string bus;
-  std::vector<std::string> peers;
-};
-
-std::string encodeDescriptor(const Descriptor& d) {
-  std::string out = d.boot + "|" + std::to_string(d.pid) + "|" + d.bus + "|";
-  for (size_t i = 0; i < d.peers.size(); ++i) out += (i ? "," : "") + d.peers[i];
-  return out;
-}
-
-bool decodeDescriptor(const std::string& text, Descriptor& d) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  std::string part;
-  while (std::getline(in, part, '|')) parts.push_back(part);
-  if (parts.size() < 3) return false;
-  d.boot = parts[0];
-  d.pid = std::atoi(parts[1].c_str());
-  d.bus = parts[2];
-  d.peers.clear();
-  if (parts.size() > 3) {
-    std::stringstream peers(parts[3]);
-    while (std::getline(peers, part, ',')) d.peers.push_back(part);
-  }
-  return true;
-}
-
 class NvlinkContext;
 
 // Interprocess events of one device, handed out by index.
@@ -185,28 +156,31 @@ class NvlinkContext final : public CopyContext, public std::enable_shared_from_t
     splitBytes_ = envSize("RPCJOB_NVLINK_SPLIT_BYTES", size_t{32} << 20);
     const char* copy = std::getenv("RPCJOB_NVLINK_COPY");
     kernelCopy_ = copy != nullptr && std::string(copy) == "kernel";
-    std::vector<std::string> buses(count);
+    const char* sameGpuBy = std::getenv("RPCJOB_NVLINK_SAME_GPU_BY");
+    sameGpuByPointer_ = sameGpuBy != nullptr && std::string(sameGpuBy) == "pointer";
+    buses_.resize(count);
     for (int i = 0; i < count; ++i) {
       char bus[32] = {0};
       cudaDeviceGetPCIBusId(bus, sizeof(bus), i);
-      buses[i] = bus;
+      buses_[i] = bus;
       int sms = 0;
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, i);
       smCount_.push_back(sms);
     }
     std::unordered_map<Device, std::string> descriptors;
     for (int i = 0; i < count; ++i) {
-      Descriptor d;
+      NvlinkDescriptor d;
       d.boot = boot_;
+      d.index = i;
       d.pid = static_cast<int>(getpid());
-      d.bus = buses[i];
+      d.bus = buses_[i];
       for (int j = 0; j < count; ++j) {
         int can = 0;
         if (j != i && cudaDeviceCanAccessPeer(&can, i, j) == cudaSuccess && can) {
-          d.peers.push_back(buses[j]);
+          d.peers.push_back(buses_[j]);
         }
       }
-      descriptors[Device{tensorpipe::kCudaDeviceType, i}] = encodeDescriptor(d);
+      descriptors[Device{tensorpipe::kCudaDeviceType, i}] = encodeNvlinkDescriptor(d);
     }
     copyStreams_.resize(count);
     readyEvents_.resize(count);
@@ -228,9 +202,13 @@ class NvlinkContext final : public CopyContext, public std::enable_shared_from_t
 
   bool canCommunicateWithRemote(const std::string& local,
                                 const std::string& remote) const override {
-    Descriptor a;
-    Descriptor b;
-    if (!decodeDescriptor(local, a) || !decodeDescriptor(remote, b)) return false;
+    NvlinkDescriptor a;
+    NvlinkDescriptor b;
+    if (!decodeNvlinkDescriptor(local, a) || !decodeNvlinkDescriptor(remote, b)) return false;
+    // Both ends of every device pair pass here during the handshake (TensorPipe's
+    // accepting side, rpcjob's channel selection on the connecting one).
+    peerGpus_.learn(a);
+    peerGpus_.learn(b);
     if (a.boot != b.boot || a.pid == b.pid) return false;
     if (a.bus == b.bus) return true;
     auto has = [](const std::vector<std::string>& v, const std::string& s) {
@@ -263,10 +241,19 @@ class NvlinkContext final : public CopyContext, public std::enable_shared_from_t
       error = cudaWhat("cudaIpcOpenMemHandle", e);
       return nullptr;
     }
-    int ordinal = -1;
-    sameGpu = cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                    reinterpret_cast<CUdeviceptr>(ptr)) == CUDA_SUCCESS &&
-              ordinal == device;
+    auto bus = sameGpuByPointer_ ? std::nullopt : peerGpus_.busOf(m.pid, m.device);
+    if (bus) {
+      sameGpu = *bus == buses_[device];
+    } else {
+      // No descriptor of the sender's GPU seen (a peer that predates its index), or
+      // RPCJOB_NVLINK_SAME_GPU_BY=pointer (the former test, for an A/B): the
+      // pointer's device ordinal, which names the device of the context that
+      // opened it and so errs towards the one-GPU protocol (slower, not wrong).
+      int ordinal = -1;
+      sameGpu = cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                      reinterpret_cast<CUdeviceptr>(ptr)) == CUDA_SUCCESS &&
+                ordinal == device;
+    }
     opened_[key] = Opened{ptr, m.bufferId, device, sameGpu};
     return ptr;
   }
@@ -385,9 +372,12 @@ class NvlinkContext final : public CopyContext, public std::enable_shared_from_t
       std::shared_ptr<tensorpipe::transport::Connection> connection) override;
 
   std::string boot_;
+  std::vector<std::string> buses_;  // PCI bus id by CUDA index, this process's GPUs
+  mutable PeerGpus peerGpus_;       // the peers' GPUs, from their descriptors
   size_t streamsPerCopy_ = 1;
   size_t splitBytes_ = size_t{32} << 20;
   bool kernelCopy_ = false;
+  bool sameGpuByPointer_ = false;  // RPCJOB_NVLINK_SAME_GPU_BY=pointer
   std::vector<int> smCount_;
   std::mutex mu_;
   std::mutex copyMu_;

@@ -18,8 +18,8 @@
 //             send completes.
 // No host waits on the GPU anywhere.
 //
-// Two processes on one GPU (the receiver sees it from the opened allocation's
-// device): no GPU-side waits across processes, which would stall the GPU's
+// Two processes on one GPU (the receiver compares the PCI bus id of its GPU with
+// that of the sender's, from the sender's descriptor: nvlink_descriptor.h): no GPU-side waits across processes, which would stall the GPU's
 // time-slicing between the two contexts (event_poller.h); the receiver waits for
 // "ready" on the host, copies once on its stream, completes the receive, and acks
 // once the copy has finished (flagged), so the sender has nothing to wait for.
@@ -30,7 +30,9 @@
 // Tuning (environment): RPCJOB_NVLINK_STREAMS (1: on the H200 pair one copy-engine
 // copy measured best, 353.6 GB/s against 345.7 with 4 and 342.4 with 8),
 // RPCJOB_NVLINK_SPLIT_BYTES
-// (32 MiB: smaller tensors are one copy), RPCJOB_NVLINK_COPY (ce | kernel).
+// (32 MiB: smaller tensors are one copy), RPCJOB_NVLINK_COPY (ce | kernel),
+// RPCJOB_NVLINK_SAME_GPU_BY (bus | pointer: the former test of a shared GPU, which
+// takes every cross-GPU pair for one; kept to measure one against the other).
 
 #include <memory>
 
