@@ -19,10 +19,11 @@
 // No host waits on the GPU anywhere.
 //
 // Two processes on one GPU (the receiver compares the PCI bus id of its GPU with
-// that of the sender's, from the sender's descriptor: nvlink_descriptor.h): no GPU-side waits across processes, which would stall the GPU's
-// time-slicing between the two contexts (event_poller.h); the receiver waits for
-// "ready" on the host, copies once on its stream, completes the receive, and acks
-// once the copy has finished (flagged), so the sender has nothing to wait for.
+// that of the sender's, from the sender's descriptor: nvlink_descriptor.h): no GPU-side waits
+// across processes, which would stall the GPU's time-slicing between the two contexts
+// (event_poller.h); the receiver waits for "ready" on the host, copies once on its stream,
+// completes the receive, and acks once the copy has finished (flagged), so the sender has nothing
+// to wait for.
 //
 // Viability: a CUDA device here; a pair of devices is served when both
 // processes run on the same host (boot id), are different processes, and the
