@@ -419,6 +419,16 @@ if [[ $stages == *" trace "* ]]; then
     python3 benchmarks/profile/trace_timeline.py "$L/trace-$part" --between call.send \
       --from $skip --count $count --show 2 --top 25 >"$OUT/trace-$part.txt" 2>&1
     sed -n '/where the time goes/,$p' "$OUT/trace-$part.txt" | head -16 | tee -a "$S"
+    # nvlink.ready is a step of the one-GPU protocol alone (nvlink_channel.h): on two
+    # GPUs the pair must use the cross-GPU one (until 9fcaf7e it did not).
+    if ((GPUS > 1)); then
+      n=$(cat "$L/trace-$part"/trace-*.txt 2>/dev/null | grep -c ' nvlink.ready ')
+      if ((n == 0)); then
+        say "trace $part: cuda:0 -> cuda:1 on the cross-GPU protocol (no nvlink.ready step): OK"
+      else
+        say "trace $part: FAIL $n nvlink.ready steps: cuda:0 -> cuda:1 took the one-GPU protocol"
+      fi
+    fi
   done
 fi
 
