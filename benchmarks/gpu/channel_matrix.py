@@ -44,7 +44,8 @@ def sent(path):
         if labels.get("direction") != "send" or "peer" not in labels:
             continue
         by = out.setdefault(labels["peer"], {})
-        by[labels.get("channel", "?")] = by.get(labels.get("channel", "?"), 0) + float(m.group(2))
+        channel = labels.get("channel", "?")
+        by[channel] = by.get(channel, 0) + float(m.group(2))
     return out
 
 

@@ -48,6 +48,13 @@ std::string uniqueName(const std::string& base) {
          std::to_string(::testing::UnitTest::GetInstance()->random_seed());
 }
 
+// How many times `what` stands in `text` (not overlapping).
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
+  return n;
+}
+
 std::vector<std::string> runArgs(const std::string& manifest, const TempDir& dir) {
   std::vector<std::string> args = {
       RPCJOB_BINARY, "run", manifest, "--run-dir", dir.path() + "/run", "--grace-period", "2"};
@@ -152,12 +159,6 @@ std::string sendJob(const std::string& name, int replicas, const std::string& ar
          args + "]\n  runPolicy: {backoffLimit: 0}\n";
 }
 
-size_t occurrences(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
-  return n;
-}
-
 // What tests/gpu/run-all.sh topology does on a GPU machine, on the CPU: every
 // worker sends to every other, and benchmarks/gpu/channel_matrix.py reads the
 // channel of each ordered pair from the workers' metrics files.
@@ -207,10 +208,7 @@ TEST(Run, CrashingWorkerRestartsTheJobUntilBackoffLimit) {
   EXPECT_THAT(r.output, HasSubstr("restart 2 of 2: launching every worker again"));
   EXPECT_THAT(r.output, HasSubstr("job crash Failed (BackoffLimitExceeded)"));
   EXPECT_THAT(r.output, HasSubstr("backoffLimit 2 reached after 2 restart(s)"));
-  std::size_t booms = 0;
-  for (std::size_t at = 0; (at = r.output.find("[crasher] boom\n", at)) != std::string::npos; ++at)
-    ++booms;
-  EXPECT_EQ(booms, 3u);
+  EXPECT_EQ(occurrences(r.output, "[crasher] boom\n"), 3u);
   expectSummaryRow(r.output, "crasher", 0, "exit 3", 2);
   expectSummaryRow(r.output, "sleeper", 1, "signal 15 \\(TERM\\)", 2);
   EXPECT_LT(r.seconds, 30);
