@@ -50,9 +50,9 @@ CPU_ROWS = [("small CPU call p50 (us)", "small_rtt_p50_us", "<= 10"),
             ("  the same in a CallBatch (opt-in)", "async_batched_calls_per_s", ">= 1,000,000"),
             ("4 MB CPU round trip (ms)", "rtt_4mb_ms", "<= 0.3"),
             ("400 MB CPU round trip (ms)", "rtt_400mb_ms", ">= 80 % of the bound"),
-            # The caller's tensor in rpcjob's shared arena (emptySharedHost, opt-in).
-            ("4 MB CPU round trip, arena tensor (ms)", "rtt_4mb_shared_ms", "<= 0.3"),
-            ("400 MB CPU round trip, arena tensor (ms)", "rtt_400mb_shared_ms",
+            # The caller opted in: useSharedHostAllocator() puts its tensors in the arena.
+            ("4 MB CPU round trip, shared allocator (ms)", "rtt_4mb_shared_ms", "<= 0.3"),
+            ("400 MB CPU round trip, shared allocator (ms)", "rtt_400mb_shared_ms",
              ">= 80 % of the bound")]
 torch_cpu = next((r for r in rows if r.get("impl") == "pytorch" and "cpu_small_rtt_p50_us" in r), {})
 

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include "memory_limit.h"
 #include "rpcjob/runtime/options.h"
@@ -46,6 +47,40 @@ TEST(MemoryLimit, EnvironmentOverride) {
     EXPECT_EQ(fresh.maxMessageBytes, 0u) << bad;
   }
   unsetenv("RPCJOB_MAX_MESSAGE_BYTES");
+}
+
+// The on/off switches beside it: only "0" and "1", the message names the variable.
+TEST(RuntimeEnvironment, SwitchesTakeZeroOrOne) {
+  for (const char* name : {"RPCJOB_LANE", "RPCJOB_SHARED_HOST_ALLOCATOR"}) {
+    SCOPED_TRACE(name);
+    unsetenv(name);
+    RuntimeOptions defaults;
+    applyEnvironment(defaults);
+    EXPECT_TRUE(defaults.sharedMemoryLane);
+    EXPECT_FALSE(defaults.sharedHostAllocator);
+    setenv(name, "1", 1);
+    RuntimeOptions on;
+    on.sharedMemoryLane = false;
+    applyEnvironment(on);
+    EXPECT_TRUE(std::string(name) == "RPCJOB_LANE" ? on.sharedMemoryLane : on.sharedHostAllocator);
+    setenv(name, "0", 1);
+    RuntimeOptions off;
+    off.sharedHostAllocator = true;
+    applyEnvironment(off);
+    EXPECT_FALSE(std::string(name) == "RPCJOB_LANE" ? off.sharedMemoryLane
+                                                    : off.sharedHostAllocator);
+    for (const char* bad : {"yes", "2", " 1"}) {
+      setenv(name, bad, 1);
+      RuntimeOptions fresh;
+      try {
+        applyEnvironment(fresh);
+        ADD_FAILURE() << bad << " was accepted";
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+      }
+    }
+    unsetenv(name);
+  }
 }
 
 }  // namespace

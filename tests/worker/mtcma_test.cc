@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -324,6 +325,16 @@ TEST_F(MtCmaTest, APlainTensorGoesByCmaAndComesBackFromTheWorkersArena) {
   EXPECT_TRUE(rt().rpcSync("w1", "is_shared_host", {sent}).toBool());
 }
 
+TEST_F(MtCmaTest, AResultAWorkerMakesComesBackByCma) {
+  // The control of SharedHostAllocatorCluster below: without the allocator a
+  // tensor libtorch makes in the worker is private memory.
+  at::Tensor a = pattern((int64_t{6} << 20) + 3);
+  Counted driver(rt(), "driver");
+  at::Tensor back = rt().rpcSync("w1", "add", {a, a}).toTensor();
+  EXPECT_TRUE(at::equal(back, a.add(a)));
+  EXPECT_EQ(driver.delta(), std::make_pair(int64_t{0}, int64_t{1}));
+}
+
 TEST_F(MtCmaTest, AForwardedTensorTakesTheSharedPath) {
   // driver -> w1 by cma; w1 forwards what it received to w2, w2 echoes it:
   // both hops between the workers read the sender's arena.
@@ -462,6 +473,26 @@ TEST_F(ForgedRegion, TheGenuineRegionIsReadAndForgedOnesAreErrorsOnBothSides) {
         << "nothing may be copied";
   }
   ::close(devNull);
+}
+
+// Last in this binary (suites run in the order they appear): it installs the
+// allocator in this process for good.
+TEST(SharedHostAllocatorCluster, TensorsOptedInProcessesMakeAreReadFromTheirArenas) {
+  ::setenv("RPCJOB_SHARED_HOST_ALLOCATOR", "1", 1);  // w1 opts in from its environment
+  runtime::RuntimeOptions options;
+  options.sharedHostAllocator = true;  // the driver through its options
+  auto cluster = std::make_unique<Cluster>(1, options);
+  ::unsetenv("RPCJOB_SHARED_HOST_ALLOCATOR");
+  runtime::Runtime& rt = cluster->driver();
+  EXPECT_EQ(runtime::sharedHostAllocatorMinBytes(), runtime::kSharedHostAllocatorMinBytes);
+  at::Tensor a = pattern((int64_t{6} << 20) + 3);  // made as any tensor is
+  EXPECT_TRUE(runtime::isSharedHost(a));
+  Counted worker(rt, "w1"), driver(rt, "driver");
+  at::Tensor back = rt.rpcSync("w1", "add", {a, a}).toTensor();
+  EXPECT_TRUE(at::equal(back, a.add(a)));
+  EXPECT_EQ(worker.delta(), std::make_pair(int64_t{2}, int64_t{0}));  // our a, twice, mapped
+  EXPECT_EQ(driver.delta(), std::make_pair(int64_t{1}, int64_t{0}));  // w1's sum, mapped
+  for (int code : cluster->shutdown()) EXPECT_EQ(code, 0);
 }
 
 }  // namespace

@@ -109,12 +109,13 @@ const Figure kFigures[] = {
     {"rtt_4mb_ms", "4 MB RTT (ms)", "<= 0.3"},
     {"rtt_400mb_ms", "400 MB RTT (ms)", ">= 80 % of bound"},
     {"gbps_400mb", "400 MB effective GB/s", ""},
-    // The caller's tensor in the shared arena (emptySharedHost): rpcjob_cma
-    // copies it with memcpy from a mapping; the echo comes back from the
-    // server's arena either way (received tensors of 4 MiB and more land there).
-    {"rtt_4mb_shared_ms", "4 MB RTT, arena (ms)", "<= 0.3"},
-    {"rtt_400mb_shared_ms", "400 MB RTT, arena (ms)", ">= 80 % of bound"},
-    {"gbps_400mb_shared", "400 MB arena GB/s", ""},
+    // The same with useSharedHostAllocator() in the caller: its tensor in the
+    // shared arena, which rpcjob_cma copies with memcpy from a mapping; the
+    // echo comes back from the server's arena either way (received tensors of
+    // 4 MiB and more land there).
+    {"rtt_4mb_shared_ms", "4 MB RTT, shared alloc (ms)", "<= 0.3"},
+    {"rtt_400mb_shared_ms", "400 MB RTT, shared alloc", ">= 80 % of bound"},
+    {"gbps_400mb_shared", "400 MB shared alloc GB/s", ""},
 };
 
 pid_t spawn(const std::string& binary, const std::string& peers, const std::string& name,
@@ -583,13 +584,13 @@ int main(int argc, char** argv) {
         ofCma4 * 100);
   }
   if (boundMs > 0 && rtt400Shared > 0) {
-    std::printf("400 MB with the caller's tensor in the arena: %.0f %% of the bound\n",
+    std::printf("400 MB with useSharedHostAllocator() in the caller: %.0f %% of the bound\n",
                 ofBoundShared * 100);
   }
   if (pool4Ms > 0) {
     std::printf(
         "4 MB bound with threads started beforehand (spinning): %.3f ms (%.2f GB/s, %d "
-        "thread(s));\nours: %.0f %% of it, with the caller's tensor in the arena: %.0f %% "
+        "thread(s));\nours: %.0f %% of it, with useSharedHostAllocator() in the caller: %.0f %% "
         "(%.0f %% of the bound above)\n",
         pool4Ms, pool4.gbps, pool4.threads, ofPool4 * 100, ofPool4Shared * 100,
         ofBound4Shared * 100);

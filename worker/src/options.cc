@@ -31,6 +31,17 @@ std::optional<long long> positiveFromEnvironment(const char* name, const char* w
   return value;
 }
 
+// "0" or "1" in `name`'s value, if set; throws for anything else.
+std::optional<bool> switchFromEnvironment(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  const std::string v = text;
+  if (v != "0" && v != "1") {
+    throw std::invalid_argument(std::string(name) + ": '" + v + "' is neither 0 nor 1");
+  }
+  return v == "1";
+}
+
 void applyStartEnvironment(RuntimeOptions& options) {
   const char* mode = std::getenv(startup::kEnvStartPipes);
   if (mode != nullptr && *mode != '\0') {
@@ -53,13 +64,9 @@ void applyStartEnvironment(RuntimeOptions& options) {
 
 void applyEnvironment(RuntimeOptions& options) {
   applyStartEnvironment(options);
-  const char* laneOn = std::getenv("RPCJOB_LANE");
-  if (laneOn != nullptr && *laneOn != '\0') {
-    const std::string v = laneOn;
-    if (v != "0" && v != "1") {
-      throw std::invalid_argument("RPCJOB_LANE: '" + v + "' is neither 0 nor 1");
-    }
-    options.sharedMemoryLane = v == "1";
+  if (auto on = switchFromEnvironment("RPCJOB_LANE")) options.sharedMemoryLane = *on;
+  if (auto on = switchFromEnvironment("RPCJOB_SHARED_HOST_ALLOCATOR")) {
+    options.sharedHostAllocator = *on;
   }
   const char* secretFile = std::getenv(kEnvSecretFile);
   if (secretFile != nullptr && *secretFile != '\0') {

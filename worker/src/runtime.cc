@@ -22,6 +22,7 @@
 #include "release_later.h"
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/assignment/pair_links.h"
+#include "rpcjob/runtime/shared_host.h"
 #include "runtime_impl.h"
 #include "shutdown.h"
 #include "startup/fd_limit.h"
@@ -157,6 +158,7 @@ void RuntimeImpl::start() {
   const int world = static_cast<int>(workers_.size());
   const StartPipes mode = startup::resolve(options_.startPipes, world, options_.fullMeshMaxWorkers);
   startup::reserveFdsForStart(self().name, mode, world, selfRank_);
+  if (options_.sharedHostAllocator) useSharedHostAllocator();
   startGate();
 #if RPCJOB_WITH_CUDA
   {

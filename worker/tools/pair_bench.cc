@@ -207,18 +207,23 @@ PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& co
 
   std::tie(r.functionCallP50Us, r.proxyCallP50Us) = proxyCallP50s(rt, peer, config.smallCalls);
 
-  auto sharedOnes = [](int64_t n) { return runtime::emptySharedHost({n}).fill_(1); };
-  r.rtt4mbMs = tensorRtt(rt, peer, at::ones({1 << 20}), config.rtt4mbIterations) * 1e3;
-  r.rtt4mbSharedMs = tensorRtt(rt, peer, sharedOnes(1 << 20), config.rtt4mbIterations) * 1e3;
-  if (config.large) {
-    const int64_t kFloats = 100 * 1000 * 1000;  // 400 MB of float32
-    for (bool shared : {false, true}) {
-      at::Tensor big = shared ? sharedOnes(kFloats) : at::ones({kFloats});
-      double seconds = tensorRtt(rt, peer, big, config.rtt400mbIterations);
-      (shared ? r.rtt400mbSharedMs : r.rtt400mbMs) = seconds * 1e3;
-      (shared ? r.gbps400mbShared : r.gbps400mb) =
-          2.0 * static_cast<double>(big.nbytes()) / seconds / 1e9;
+  // Plain tensors first; then the same with useSharedHostAllocator(), the
+  // opt-in that puts them in the arena (process-wide and for good: last).
+  const int64_t kFloats = 100 * 1000 * 1000;  // 400 MB of float32
+  for (bool shared : {false, true}) {
+    if (shared) runtime::useSharedHostAllocator();
+    at::Tensor mid = at::ones({1 << 20});
+    if (shared && !runtime::isSharedHost(mid)) {
+      throw std::runtime_error("useSharedHostAllocator() left a 4 MB tensor out of the arena");
     }
+    (shared ? r.rtt4mbSharedMs : r.rtt4mbMs) =
+        tensorRtt(rt, peer, mid, config.rtt4mbIterations) * 1e3;
+    if (!config.large) continue;
+    at::Tensor big = at::ones({kFloats});
+    double seconds = tensorRtt(rt, peer, big, config.rtt400mbIterations);
+    (shared ? r.rtt400mbSharedMs : r.rtt400mbMs) = seconds * 1e3;
+    (shared ? r.gbps400mbShared : r.gbps400mb) =
+        2.0 * static_cast<double>(big.nbytes()) / seconds / 1e9;
   }
   for (const auto& c : rt.channelChoices()) {
     if (c.peer == peer && c.localDevice == "cpu:0" && c.remoteDevice == "cpu:0") {

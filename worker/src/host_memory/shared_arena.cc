@@ -119,11 +119,11 @@ void* SharedArena::allocate(size_t bytes) {
   return p;
 }
 
-void SharedArena::release(void* ptr) {
+bool SharedArena::release(void* ptr) {
   const auto base = reinterpret_cast<uintptr_t>(ptr);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = regions_.find(base);
-  if (it == regions_.end() || it->second.cached) return;
+  if (it == regions_.end() || it->second.cached) return false;
   Region& region = it->second;
   if (region.size <= cacheLimit_) {
     while (cachedBytes_ + region.size > cacheLimit_ && !cache_.empty()) {
@@ -141,6 +141,7 @@ void SharedArena::release(void* ptr) {
     regions_.erase(it);
   }
   count_.store(regions_.size(), std::memory_order_release);
+  return true;
 }
 
 std::optional<SharedSpan> SharedArena::find(const void* ptr, size_t length) const {

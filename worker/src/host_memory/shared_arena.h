@@ -63,8 +63,8 @@ class SharedArena {
   // system has no memory to map. bytes == 0 gets a region of kRegionAlign.
   void* allocate(size_t bytes);
   // Gives back a region allocate() returned (its start); the cache keeps it or
-  // unmaps it. Anything else is ignored.
-  void release(void* base);
+  // unmaps it. Anything else is ignored: false.
+  bool release(void* base);
 
   // The shared region [ptr, ptr + length) lies in entirely, if any (length 0:
   // the byte at ptr). Regions in the cache count too: callers only ask about

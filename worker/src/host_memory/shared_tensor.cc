@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "rpcjob/runtime/shared_host.h"
+#include "shared_allocator.h"
 #include "shared_arena.h"
 
 namespace rpcjob::runtime {
@@ -43,6 +44,14 @@ bool isSharedHost(const at::Tensor& t) {
   if (!t.defined() || !t.device().is_cpu() || !t.has_storage()) return false;
   const auto& storage = t.storage();
   return host_memory::SharedArena::instance().find(storage.data(), storage.nbytes()).has_value();
+}
+
+void useSharedHostAllocator(size_t minBytes) {
+  host_memory::installSharedAllocator(minBytes);
+}
+
+size_t sharedHostAllocatorMinBytes() {
+  return host_memory::sharedAllocatorMinBytes();
 }
 
 }  // namespace rpcjob::runtime

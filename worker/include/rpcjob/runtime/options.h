@@ -100,13 +100,19 @@ struct RuntimeOptions {
   // Everything else, and pipes to peers without it, go as before.
   // RPCJOB_LANE=0|1.
   bool sharedMemoryLane = true;
+
+  // start() calls useSharedHostAllocator() (shared_host.h): CPU tensors of 4 MiB
+  // and more that this process makes travel to workers on its host at memory
+  // speed. Process-wide and never undone. RPCJOB_SHARED_HOST_ALLOCATOR=0|1.
+  bool sharedHostAllocator = false;
 };
 
 // RuntimeOptions settings from the environment, applied to `options`:
 // RPCJOB_MAX_MESSAGE_BYTES (a positive number of bytes), RPCJOB_SECRET_FILE (a
 // file holding the job secret), RPCJOB_HANDSHAKE_TIMEOUT_MS (milliseconds),
 // RPCJOB_START_PIPES (auto, full-mesh, leader, lazy), RPCJOB_FULL_MESH_MAX_WORKERS
-// (a positive number), RPCJOB_START_TIMEOUT_MS (milliseconds), RPCJOB_LANE (0 or 1).
+// (a positive number), RPCJOB_START_TIMEOUT_MS (milliseconds), RPCJOB_LANE (0 or 1),
+// RPCJOB_SHARED_HOST_ALLOCATOR (0 or 1).
 // Throws std::invalid_argument for a value that is not one, or a secret file
 // that cannot be read or is too short (never echoing its content).
 void applyEnvironment(RuntimeOptions& options);

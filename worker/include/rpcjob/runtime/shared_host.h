@@ -23,6 +23,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstddef>
+
 namespace rpcjob::runtime {
 
 // An uninitialised contiguous CPU tensor of `sizes` in the shared arena.
@@ -33,5 +35,24 @@ at::Tensor emptySharedHost(at::IntArrayRef sizes, at::TensorOptions options = {}
 // Whether `t`'s bytes lie in a shared region of this process's arena (what
 // rpcjob_cma reads with memcpy).
 bool isSharedHost(const at::Tensor& t);
+
+inline constexpr size_t kSharedHostAllocatorMinBytes = size_t{4} << 20;
+
+// Opt-in, for the whole process and until it exits: from now on every CPU
+// tensor of `minBytes` and more that libtorch allocates (at::empty, at::ones,
+// torch::randn, the results of operations) lives in the arena, as if made by
+// emptySharedHost(); smaller ones stay with libtorch's allocator. A program
+// that sends large CPU tensors to workers on its host calls it once, before
+// it makes them (RuntimeOptions::sharedHostAllocator, RPCJOB_SHARED_HOST_ALLOCATOR=1,
+// does it in Runtime::start()). Calling it again changes minBytes.
+// Costs: the arena's rounding to 2 MiB units, a memfd per region (capped at
+// half of RLIMIT_NOFILE; beyond it tensors come from libtorch's allocator
+// again), and regions shared with children forked later rather than copied.
+// Throws std::invalid_argument for minBytes == 0 and std::runtime_error when
+// another CPU allocator of higher priority is set in libtorch.
+void useSharedHostAllocator(size_t minBytes = kSharedHostAllocatorMinBytes);
+
+// The threshold in use, or 0 when useSharedHostAllocator() was not called.
+size_t sharedHostAllocatorMinBytes();
 
 }  // namespace rpcjob::runtime
