@@ -89,8 +89,8 @@ if want build; then
       rpcjob-bench rpcjob-autograd-bench rpcjob-worker rpcjob rpcjob-launch >"$L/build.log" 2>&1) ||
     { grep -B5 -A25 -m3 "error" "$L/build.log" | head -120; tail -30 "$L/configure.log"; exit 1; }
   say "build ok ($((SECONDS - T0)) s)"
-  cmake --build $B -j32 --target instrument_test metrics_test local_engine_test >"$L/build_tests.log" 2>&1 ||
-    { say "instrument_test/metrics_test/local_engine_test build FAILED"; grep -m3 -B2 -A12 "error" "$L/build_tests.log" | head -50; }
+  cmake --build $B -j32 --target instrument_test metrics_test local_engine_test autograd_context_test >"$L/build_tests.log" 2>&1 ||
+    { say "instrument_test/metrics_test/local_engine_test/autograd_context_test build FAILED"; grep -m3 -B2 -A12 "error" "$L/build_tests.log" | head -50; }
   # The Debian headers the build actually read (they must be interface headers only).
   find $B -name '*.d' -print0 | xargs -0 cat 2>/dev/null | tr ' ' '\n' |
     grep -o '\.gpudeps/tensorpipe-include/\(tensorpipe\|nop\)/[^ ]*' | sort -u >"$L/debian_headers_used.txt"
@@ -110,8 +110,8 @@ if want test; then
   timeout 200 $B/tests/gpu/rpcjob_gpu_autograd_test >"$L/gpu_autograd_test.log" 2>&1
   say "gpu autograd tests rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/gpu_autograd_test.log" | tr '\n' ' ')"
   grep -B2 -A6 "Failure" "$L/gpu_autograd_test.log" | head -40
-  # local_engine_test: its CUDA case (streams) runs only here.
-  for t in instrument_test metrics_test local_engine_test; do
+  # local_engine_test, autograd_context_test: their CUDA cases (streams) run only here.
+  for t in instrument_test metrics_test local_engine_test autograd_context_test; do
     bin=$(find $B/tests -name $t -type f | head -1)
     timeout 120 "$bin" >"$L/$t.log" 2>&1
     say "$t rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/$t.log" | tr '\n' ' ')"

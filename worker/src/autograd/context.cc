@@ -1,5 +1,7 @@
 #include "autograd/context.h"
 
+#include <c10/core/impl/VirtualGuardImpl.h>
+
 namespace rpcjob::runtime::autograd {
 
 int64_t ContextState::addSend(std::shared_ptr<SendRecord> record) {
@@ -33,13 +35,29 @@ std::set<int> ContextState::knownWorkers() const {
 
 void ContextState::accumulate(const at::Tensor& leaf, const at::Tensor& grad) {
   std::lock_guard<std::mutex> lock(mu_);
+  const c10::Device device = grad.device();
+  const bool streamed = device.type() != c10::DeviceType::CPU;
+  // A sum with an earlier gradient reads it: after that one's stream is done.
+  if (streamed) waitForReady();
   auto [it, added] = grads_.try_emplace(leaf.unsafeGetTensorImpl(), leaf, grad);
   // Out of place: the stored gradient may be one the engine handed to others.
   if (!added) it->second.second = it->second.second.add(grad);
+  if (streamed) {
+    const c10::impl::VirtualGuardImpl impl(device.type());
+    auto event = ready_.try_emplace(device, device.type()).first;
+    event->second.record(impl.getStream(device));
+  }
+}
+
+void ContextState::waitForReady() const {
+  for (const auto& [device, event] : ready_) {
+    event.block(c10::impl::VirtualGuardImpl(device.type()).getStream(device));
+  }
 }
 
 std::vector<std::pair<at::Tensor, at::Tensor>> ContextState::gradients() const {
   std::lock_guard<std::mutex> lock(mu_);
+  waitForReady();
   std::vector<std::pair<at::Tensor, at::Tensor>> out;
   out.reserve(grads_.size());
   for (const auto& entry : grads_) out.push_back(entry.second);
@@ -48,6 +66,7 @@ std::vector<std::pair<at::Tensor, at::Tensor>> ContextState::gradients() const {
 
 at::Tensor ContextState::gradientOf(const at::Tensor& leaf) const {
   std::lock_guard<std::mutex> lock(mu_);
+  waitForReady();
   auto it = grads_.find(leaf.unsafeGetTensorImpl());
   return it == grads_.end() ? at::Tensor() : it->second.second;
 }

@@ -8,6 +8,7 @@
 // its SendRecords) are shared with the engine, which runs outside the lock.
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Event.h>
 
 #include <memory>
 #include <mutex>
@@ -32,6 +33,12 @@ class ContextState {
   void addKnownWorker(int rank);
   std::set<int> knownWorkers() const;
 
+  // Device gradients are ordered by stream, not by the host: accumulate() marks
+  // each device's gradients ready on the calling thread's current stream, and
+  // the readers make their own current streams wait for that mark (PyTorch's
+  // context does the same), so a reader on another stream (a `then` callback
+  // on a pool stream, an optimizer step on a side stream) never sees a
+  // gradient before the kernels that computed it ran.
   void accumulate(const at::Tensor& leaf, const at::Tensor& grad);
   std::vector<std::pair<at::Tensor, at::Tensor>> gradients() const;
   at::Tensor gradientOf(const at::Tensor& leaf) const;
@@ -44,6 +51,10 @@ class ContextState {
   std::set<int> knownWorkers_;
   // By the leaf's TensorImpl; the pair holds the leaf so the key stays valid.
   std::unordered_map<const c10::TensorImpl*, std::pair<at::Tensor, at::Tensor>> grads_;
+  // Per device with streams (CUDA), where its last accumulation was enqueued.
+  std::unordered_map<c10::Device, c10::Event> ready_;
+
+  void waitForReady() const;  // under mu_: the current streams wait on ready_
 };
 
 }  // namespace rpcjob::runtime::autograd
