@@ -80,6 +80,8 @@ def copy_bound(cpu, key):
         share = f"{cpu[f'rtt_{size}_shared_of_bound'] * 100:.0f} %"
         if cpu.get("rtt_4mb_shared_of_pool_bound") and size == "4mb":
             share += f" ({cpu['rtt_4mb_shared_of_pool_bound'] * 100:.0f} % of the pooled bound)"
+        if cpu.get("rtt_4mb_shared_of_pingpong_bound") and size == "4mb":
+            share += f" ({cpu['rtt_4mb_shared_of_pingpong_bound'] * 100:.0f} % of the copies alone)"
         return "as above", share
     bound = (f"{cpu[f'rtt_{size}_bound_ms']:.{d}f} ({what} at {cpu[f'memcpy{suffix}_gbps']:.1f} GB/s, "
              f"memcpy, {cpu[f'memcpy{suffix}_threads']} threads)")
@@ -92,6 +94,11 @@ def copy_bound(cpu, key):
         bound += (f"; threads started beforehand {cpu['rtt_4mb_pool_bound_ms']:.{d}f} "
                   f"({cpu['memcpy_4mb_pool_gbps']:.1f} GB/s, {cpu['memcpy_4mb_pool_threads']} threads)")
         share += f" ({cpu['rtt_4mb_of_pool_bound'] * 100:.0f} % of the pooled bound)"
+    if size == "4mb" and cpu.get("rtt_4mb_pingpong_bound_ms"):
+        bound += (f"; the round trip's copies alone, between two spinning thread groups "
+                  f"{cpu['rtt_4mb_pingpong_bound_ms']:.{d}f} ({cpu['memcpy_4mb_pingpong_threads']} "
+                  f"threads each)")
+        share += f" ({cpu['rtt_4mb_of_pingpong_bound'] * 100:.0f} % of the copies alone)"
     return bound, share
 
 # rpcjob-lane-floor's figures (the lane's rings alone, same run, lane_* keys): the

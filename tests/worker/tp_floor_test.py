@@ -67,7 +67,10 @@ def check_usage(floor):
 TP_KEYS = ["tp_small_rtt_p50_us", "tp_small_rtt_p99_us", "tp_chained_rtt_p50_us",
            "tp_chained_rtt_p99_us", "tp_async_msgs_per_s", "tp_pipelined_msgs_per_s",
            "tp_pipelined_window", "tp_rtt_4mb_basic_ms", "tp_payload_bytes"]
-BOUND_KEYS = ["rtt_4mb_bound_ms", "rtt_4mb_of_bound", "memcpy_4mb_gbps", "memcpy_4mb_threads"]
+BOUND_KEYS = ["rtt_4mb_bound_ms", "rtt_4mb_of_bound", "memcpy_4mb_gbps", "memcpy_4mb_threads",
+              "rtt_4mb_pingpong_bound_ms", "memcpy_4mb_pingpong_threads",
+              "rtt_4mb_of_pingpong_bound", "rtt_4mb_shared_ms",
+              "rtt_4mb_shared_of_pingpong_bound"]
 
 
 def check_bench_with_floor(bench, floor):

@@ -481,6 +481,8 @@ int main(int argc, char** argv) {
       rpcjob::bench::measureCopyBound(kMidBytes, rpcjob::bench::copyChannelThreads(), kMidRounds);
   const rpcjob::bench::CopyBound pool4 = rpcjob::bench::measureCopyBoundPooled(
       kMidBytes, rpcjob::bench::copyChannelThreads(), kMidRounds);
+  const rpcjob::bench::CopyBound pingPong4 = rpcjob::bench::measureCopyPingPong(
+      kMidBytes, rpcjob::bench::copyChannelThreads(), kMidRounds);
   const rpcjob::bench::CopyBound cma4 =
       rpcjob::bench::measureCmaCopy(kMidBytes, rpcjob::bench::copyChannelThreads(), kMidRounds);
   const bool large = std::find(benchArgs.begin(), benchArgs.end(), "--no-large") == benchArgs.end();
@@ -516,6 +518,10 @@ int main(int argc, char** argv) {
   const double pool4Ms = pool4.gbps > 0 ? 2.0 * kMidBytes / (pool4.gbps * 1e9) * 1e3 : 0;
   const double ofPool4 = rtt4 > 0 && pool4Ms > 0 ? pool4Ms / rtt4 : 0;
   const double ofPool4Shared = rtt4Shared > 0 && pool4Ms > 0 ? pool4Ms / rtt4Shared : 0;
+  const double pingPong4Ms =
+      pingPong4.gbps > 0 ? 2.0 * kMidBytes / (pingPong4.gbps * 1e9) * 1e3 : 0;
+  const double ofPingPong4 = rtt4 > 0 && pingPong4Ms > 0 ? pingPong4Ms / rtt4 : 0;
+  const double ofPingPong4Shared = rtt4Shared > 0 && pingPong4Ms > 0 ? pingPong4Ms / rtt4Shared : 0;
   if (json) {
     std::cout << "{";
     for (size_t i = 0; i < std::size(kFigures); ++i) {
@@ -541,7 +547,11 @@ int main(int argc, char** argv) {
               << ", \"memcpy_4mb_pool_threads\": " << pool4.threads
               << ", \"rtt_4mb_pool_bound_ms\": " << pool4Ms
               << ", \"rtt_4mb_of_pool_bound\": " << ofPool4
-              << ", \"rtt_4mb_shared_of_pool_bound\": " << ofPool4Shared;
+              << ", \"rtt_4mb_shared_of_pool_bound\": " << ofPool4Shared
+              << ", \"rtt_4mb_pingpong_bound_ms\": " << pingPong4Ms
+              << ", \"memcpy_4mb_pingpong_threads\": " << pingPong4.threads
+              << ", \"rtt_4mb_of_pingpong_bound\": " << ofPingPong4
+              << ", \"rtt_4mb_shared_of_pingpong_bound\": " << ofPingPong4Shared;
     for (const auto& k : kFloorKeys) {
       std::cout << ", \"" << k.ours << "\": " << floorValue(tp, k.floor);
     }
@@ -594,6 +604,17 @@ int main(int argc, char** argv) {
         "(%.0f %% of the bound above)\n",
         pool4Ms, pool4.gbps, pool4.threads, ofPool4 * 100, ofPool4Shared * 100,
         ofBound4Shared * 100);
+  }
+  if (pingPong4Ms > 0) {
+    std::printf(
+        "4 MB round trip's copies alone (two spinning groups of %d thread(s) passing 4 MiB\n"
+        "back and forth, each reading what the other just wrote): %.3f ms; ours: %.0f %% of it,\n"
+        "with useSharedHostAllocator() in the caller: %.0f %%; the rest is the messages around\n"
+        "the copies%s\n",
+        pingPong4.threads, pingPong4Ms, ofPingPong4 * 100, ofPingPong4Shared * 100,
+        pingPong4.threads < rpcjob::bench::copyChannelThreads()
+            ? " (not a bound here: too few cores for two groups of rpcjob_cma's threads)"
+            : "");
   }
   if (!tp.empty()) {
     std::printf(

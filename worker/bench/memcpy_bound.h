@@ -27,6 +27,16 @@ CopyBound measureCopyBound(size_t bytes, int threads, int rounds = 5);
 // start signal: the bound assumes no wake-up cost either.
 CopyBound measureCopyBoundPooled(size_t bytes, int threads, int rounds = 5);
 
+// A round trip's two copies without the messages around them: two groups of
+// `threads` spinning threads (fewer where the cores cannot hold both) pass the
+// bytes back and forth, group A from buffer a into b, then group B from b into
+// a, timed per pair. So each copy reads lines the other group just wrote and
+// writes lines the other group just read, as the two processes of a round trip
+// do (the pooled bound above copies the same hot buffers on the same cores).
+// gbps = 2 x bytes / the best pair's time: the round trip's bound is
+// 2 x bytes / gbps, as for the others.
+CopyBound measureCopyPingPong(size_t bytes, int threads, int rounds = 5);
+
 // The same for process_vm_readv(2) from this process into a buffer of its own
 // (rpcjob_cma's copy: the kernel pins the source's pages and copies page by
 // page, which on the hosts measured so far runs well below memcpy). Not the
