@@ -177,11 +177,8 @@ std::pair<double, double> proxyCallP50s(Runtime& rt, const std::string& peer, in
   return {percentile(function, 0.5), percentile(proxy, 0.5)};
 }
 
-PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& config) {
-  PairResult r;
-  r.from = rt.self().name;
-  r.peer = peer;
-  r.measured = true;
+// The small calls, the async rates and the proxy call.
+void measureCalls(Runtime& rt, const std::string& peer, const BenchConfig& config, PairResult& r) {
   smallCallRtts(rt, peer, 200);  // warm-up
   const std::vector<double> us = smallCallRtts(rt, peer, config.smallCalls);
   r.smallRttP50Us = percentile(us, 0.5);
@@ -206,11 +203,24 @@ PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& co
   r.asyncBatchedCallsPerS = bestBatched;
 
   std::tie(r.functionCallP50Us, r.proxyCallP50Us) = proxyCallP50s(rt, peer, config.smallCalls);
+}
+
+PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& config) {
+  PairResult r;
+  r.from = rt.self().name;
+  r.peer = peer;
+  r.measured = true;
+  // RPCJOB_BENCH_ONLY=4mb-shared: that round trip alone, to trace it (RPCJOB_TRACE,
+  // benchmarks/profile/trace_timeline.py); the other figures stay 0.
+  const char* onlyEnv = std::getenv("RPCJOB_BENCH_ONLY");
+  const bool only4mbShared = onlyEnv != nullptr && std::string(onlyEnv) == "4mb-shared";
+  if (!only4mbShared) measureCalls(rt, peer, config, r);
 
   // Plain tensors first; then the same with useSharedHostAllocator(), the
   // opt-in that puts them in the arena (process-wide and for good: last).
   const int64_t kFloats = 100 * 1000 * 1000;  // 400 MB of float32
   for (bool shared : {false, true}) {
+    if (only4mbShared && !shared) continue;
     if (shared) runtime::useSharedHostAllocator();
     at::Tensor mid = at::ones({1 << 20});
     if (shared && !runtime::isSharedHost(mid)) {
@@ -218,7 +228,7 @@ PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& co
     }
     (shared ? r.rtt4mbSharedMs : r.rtt4mbMs) =
         tensorRtt(rt, peer, mid, config.rtt4mbIterations) * 1e3;
-    if (!config.large) continue;
+    if (!config.large || only4mbShared) continue;
     at::Tensor big = at::ones({kFloats});
     double seconds = tensorRtt(rt, peer, big, config.rtt400mbIterations);
     (shared ? r.rtt400mbSharedMs : r.rtt400mbMs) = seconds * 1e3;

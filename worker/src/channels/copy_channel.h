@@ -37,6 +37,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "../trace/trace.h"
+
 namespace rpcjob::runtime::channels {
 
 // The first field of every control message, as it has always been on the wire.
@@ -98,6 +100,7 @@ class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<
       m->seq = nextSeq_++;
       sends_.emplace(m->seq, std::move(s));
     }
+    trace::point("copy.send", length);  // its control message to the receiver
     post(std::move(m));
   }
 
@@ -108,6 +111,7 @@ class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<
       return;
     }
     PendingRecv r = Impl::pendingRecv(buffer, length, std::move(callback));
+    trace::point("copy.recv", length);  // the pipe asks for the bytes
     std::unique_lock<std::mutex> lock(mu_);
     if (!error_.empty()) {
       std::string e = error_;
@@ -134,6 +138,7 @@ class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<
   // Acks the sender, then completes the receive ("": success).
   void acknowledge(std::shared_ptr<Wire> ack, PendingRecv& r, const std::string& error) {
     post(std::move(ack));
+    trace::point("copy.received");  // the bytes are in; the pipe is told next
     r.callback(error.empty() ? tensorpipe::Error::kSuccess : Impl::makeError(error));
   }
 
@@ -193,6 +198,7 @@ class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<
       if (m.kind == CopyKind::kAck) {
         self->onAck(m);
       } else if (m.kind == CopyKind::kSend) {
+        trace::point("copy.control", m.length);  // the sender's control message is here
         std::unique_lock<std::mutex> lock(self->mu_);
         self->arrived_.push_back(m);
         self->matchLocked(lock);
@@ -205,6 +211,7 @@ class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<
   }
 
   void onAck(const Wire& ack) {
+    trace::point("copy.acked");
     PendingSend s;
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -2,6 +2,7 @@
 
 #include "../../host_memory/peer_regions.h"
 #include "../../host_memory/shared_arena.h"
+#include "../../trace/trace.h"
 #include "../copy_context.h"
 #include "chunk_plan.h"
 #include "wire_message.h"
@@ -413,6 +414,7 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
       source.bytes = source.mapping->base() + m.regionOffset;
     }
     const ChunkPlan plan = context_->planFor(r.length);
+    trace::point("cma.copy", plan.pieces);
     if (plan.pieces <= 1) {
       std::string error = readRange(source, m, r.ptr, 0, r.length);
       finish(std::move(r), m, source, error);
