@@ -63,63 +63,6 @@ CopyBound best(CopyFn copy, char* to, const char* from, size_t bytes, int thread
   return top;
 }
 
-}  // namespace
-
-CopyBound measureCopyBound(size_t bytes, int threads, int rounds) {
-  std::unique_ptr<char[]> from(new char[bytes]), to(new char[bytes]);
-  std::memset(from.get(), 1, bytes);  // touched: no page faults in the timed copies
-  std::memset(to.get(), 0, bytes);
-  return best(memcpyCopy, to.get(), from.get(), bytes, threads, rounds);
-}
-
-CopyBound measureCopyBoundPooled(size_t bytes, int threads, int rounds) {
-  std::unique_ptr<char[]> from(new char[bytes]), to(new char[bytes]);
-  std::memset(from.get(), 1, bytes);
-  std::memset(to.get(), 0, bytes);
-  CopyBound top;
-  for (int n : {1, threads}) {
-    n = std::max(1, n);
-    const size_t slice = (bytes + n - 1) / n;
-    auto copySlice = [&, n](int t) {
-      const size_t begin = std::min(bytes, slice * t), end = std::min(bytes, begin + slice);
-      std::memcpy(to.get() + begin, from.get() + begin, end - begin);
-    };
-    std::atomic<int> round{0}, done{0};
-    std::atomic<bool> stop{false};
-    std::vector<std::thread> helpers;
-    for (int t = 1; t < n; ++t) {
-      helpers.emplace_back([&, t] {
-        for (int seen = 0;;) {
-          int now;
-          while ((now = round.load(std::memory_order_acquire)) == seen) {
-            if (stop.load(std::memory_order_acquire)) return;
-          }
-          seen = now;
-          copySlice(t);
-          done.fetch_add(1, std::memory_order_acq_rel);
-        }
-      });
-    }
-    for (int r = 1; r <= rounds; ++r) {
-      done.store(0, std::memory_order_release);
-      const auto start = std::chrono::steady_clock::now();
-      round.store(r, std::memory_order_release);
-      copySlice(0);
-      while (done.load(std::memory_order_acquire) < n - 1) {
-      }
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const double gbps = static_cast<double>(bytes) / seconds / 1e9;
-      if (gbps > top.gbps) top = {gbps, n};
-    }
-    stop.store(true, std::memory_order_release);
-    for (auto& h : helpers) h.join();
-  }
-  return top;
-}
-
-namespace {
-
 // `n` threads copying their slices of one buffer into another each time `go`
 // moves on, counting themselves in `done`; the caller may be slice 0 itself.
 class SpinningGroup {
@@ -167,6 +110,35 @@ class SpinningGroup {
 };
 
 }  // namespace
+
+CopyBound measureCopyBound(size_t bytes, int threads, int rounds) {
+  std::unique_ptr<char[]> from(new char[bytes]), to(new char[bytes]);
+  std::memset(from.get(), 1, bytes);  // touched: no page faults in the timed copies
+  std::memset(to.get(), 0, bytes);
+  return best(memcpyCopy, to.get(), from.get(), bytes, threads, rounds);
+}
+
+CopyBound measureCopyBoundPooled(size_t bytes, int threads, int rounds) {
+  std::unique_ptr<char[]> from(new char[bytes]), to(new char[bytes]);
+  std::memset(from.get(), 1, bytes);
+  std::memset(to.get(), 0, bytes);
+  CopyBound top;
+  for (int n : {1, threads}) {
+    n = std::max(1, n);
+    SpinningGroup group(from.get(), to.get(), bytes, n, 1);  // this thread is its slice 0
+    for (int r = 1; r <= rounds; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      group.start(r);
+      group.copySlice(0);
+      group.waitFor(n - 1);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double gbps = static_cast<double>(bytes) / seconds / 1e9;
+      if (gbps > top.gbps) top = {gbps, n};
+    }
+  }
+  return top;
+}
 
 CopyBound measureCopyPingPong(size_t bytes, int threads, int rounds) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
