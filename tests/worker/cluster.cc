@@ -4,7 +4,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <iostream>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include <ATen/core/ivalue.h>
@@ -25,6 +28,17 @@ int waitFor(pid_t pid, std::chrono::steady_clock::time_point deadline) {
     if (std::chrono::steady_clock::now() >= deadline) return -1;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+}
+
+// A worker that outlived its deadline: every thread's stack on stderr (gdb, where
+// it is installed and may attach), so that a hang seen once says where it was.
+void dumpStacks(pid_t pid, const std::string& name) {
+  std::cerr << "cluster: " << name << " (pid " << pid << ") is still running; its threads:\n";
+  const std::string command = "command -v gdb >/dev/null && timeout 60 gdb -p " +
+                              std::to_string(pid) +
+                              " -batch -ex 'thread apply all bt' 2>&1 | grep -E '^(Thread|#)' >&2";
+  if (std::system(command.c_str()) != 0)
+    std::cerr << "cluster: (no stacks: gdb missing or denied)\n";
 }
 
 }  // namespace
@@ -105,6 +119,7 @@ std::vector<int> Cluster::shutdown(std::chrono::seconds deadline) {
     if (pids_[rank] < 0) continue;
     int code = waitFor(pids_[rank], until);
     if (code == -1) {
+      dumpStacks(pids_[rank], name(static_cast<int>(rank)));
       ::kill(pids_[rank], SIGKILL);
       waitFor(pids_[rank], std::chrono::steady_clock::now() + std::chrono::seconds(5));
     }
