@@ -141,6 +141,17 @@ pid_t spawn(const std::string& binary, const std::string& peers, const std::stri
   return pid;
 }
 
+// A round trip's bound in ms: its `bytes` copied twice at `bound`'s bandwidth
+// (0: not measured).
+double roundTripMs(const rpcjob::bench::CopyBound& bound, size_t bytes) {
+  return bound.gbps > 0 ? 2.0 * bytes / (bound.gbps * 1e9) * 1e3 : 0;
+}
+
+// bound / measured: the share of the bound ours reaches (0 where either is missing).
+double shareOf(double boundMs, double measuredMs) {
+  return measuredMs > 0 && boundMs > 0 ? boundMs / measuredMs : 0;
+}
+
 double field(const std::string& json, const std::string& key) {
   auto at = json.find("\"" + key + "\":");
   if (at == std::string::npos) return 0;
@@ -500,28 +511,27 @@ int main(int argc, char** argv) {
   const std::string tp = runFloor(floorBinary);
   const std::string lane = runFloor(laneFloorBinary);
   const double rtt400 = field(result, "rtt_400mb_ms");
-  const double boundMs = copy.gbps > 0 ? 2.0 * kLargeBytes / (copy.gbps * 1e9) * 1e3 : 0;
-  const double ofBound = rtt400 > 0 && boundMs > 0 ? boundMs / rtt400 : 0;
-  const double cmaMs = cma.gbps > 0 ? 2.0 * kLargeBytes / (cma.gbps * 1e9) * 1e3 : 0;
-  const double ofCma = rtt400 > 0 && cmaMs > 0 ? cmaMs / rtt400 : 0;
+  const double boundMs = roundTripMs(copy, kLargeBytes);
+  const double ofBound = shareOf(boundMs, rtt400);
+  const double cmaMs = roundTripMs(cma, kLargeBytes);
+  const double ofCma = shareOf(cmaMs, rtt400);
   const double rtt4 = field(result, "rtt_4mb_ms");
-  const double bound4Ms = copy4.gbps > 0 ? 2.0 * kMidBytes / (copy4.gbps * 1e9) * 1e3 : 0;
-  const double ofBound4 = rtt4 > 0 && bound4Ms > 0 ? bound4Ms / rtt4 : 0;
-  const double cma4Ms = cma4.gbps > 0 ? 2.0 * kMidBytes / (cma4.gbps * 1e9) * 1e3 : 0;
-  const double ofCma4 = rtt4 > 0 && cma4Ms > 0 ? cma4Ms / rtt4 : 0;
+  const double bound4Ms = roundTripMs(copy4, kMidBytes);
+  const double ofBound4 = shareOf(bound4Ms, rtt4);
+  const double cma4Ms = roundTripMs(cma4, kMidBytes);
+  const double ofCma4 = shareOf(cma4Ms, rtt4);
   // Ours with the caller's tensor in the arena, against the same bounds; the
   // 4 MB one also against the bound with threads started beforehand.
   const double rtt400Shared = field(result, "rtt_400mb_shared_ms");
-  const double ofBoundShared = rtt400Shared > 0 && boundMs > 0 ? boundMs / rtt400Shared : 0;
+  const double ofBoundShared = shareOf(boundMs, rtt400Shared);
   const double rtt4Shared = field(result, "rtt_4mb_shared_ms");
-  const double ofBound4Shared = rtt4Shared > 0 && bound4Ms > 0 ? bound4Ms / rtt4Shared : 0;
-  const double pool4Ms = pool4.gbps > 0 ? 2.0 * kMidBytes / (pool4.gbps * 1e9) * 1e3 : 0;
-  const double ofPool4 = rtt4 > 0 && pool4Ms > 0 ? pool4Ms / rtt4 : 0;
-  const double ofPool4Shared = rtt4Shared > 0 && pool4Ms > 0 ? pool4Ms / rtt4Shared : 0;
-  const double pingPong4Ms =
-      pingPong4.gbps > 0 ? 2.0 * kMidBytes / (pingPong4.gbps * 1e9) * 1e3 : 0;
-  const double ofPingPong4 = rtt4 > 0 && pingPong4Ms > 0 ? pingPong4Ms / rtt4 : 0;
-  const double ofPingPong4Shared = rtt4Shared > 0 && pingPong4Ms > 0 ? pingPong4Ms / rtt4Shared : 0;
+  const double ofBound4Shared = shareOf(bound4Ms, rtt4Shared);
+  const double pool4Ms = roundTripMs(pool4, kMidBytes);
+  const double ofPool4 = shareOf(pool4Ms, rtt4);
+  const double ofPool4Shared = shareOf(pool4Ms, rtt4Shared);
+  const double pingPong4Ms = roundTripMs(pingPong4, kMidBytes);
+  const double ofPingPong4 = shareOf(pingPong4Ms, rtt4);
+  const double ofPingPong4Shared = shareOf(pingPong4Ms, rtt4Shared);
   if (json) {
     std::cout << "{";
     for (size_t i = 0; i < std::size(kFigures); ++i) {
