@@ -711,10 +711,17 @@ void RuntimeImpl::writeUnit(const std::shared_ptr<tensorpipe::Pipe>& pipe, Write
                             std::shared_ptr<void> keepAlive) {
   trace::point("pipe.write");
   tensorpipe::Message message = unit->toTensorpipe();  // before `unit` moves below
+  writesInFlight_.fetch_add(1, std::memory_order_relaxed);
   pipe->write(std::move(message),
               [this, unit = std::move(unit), left = std::move(left), pipe, &writes,
                keepAlive = std::move(keepAlive)](const tensorpipe::Error& error) {
                 trace::point("pipe.written");
+                // After the writes this one starts below: the count never
+                // touches 0 while more are on their way.
+                struct Completed {
+                  RuntimeImpl* rt;
+                  ~Completed() { rt->writeCompleted(); }
+                } completed{this};
                 if (error && writes.onError) writes.onError(error.what());
                 recordServed(*unit);
                 holdDeviceTensors(unit);
@@ -730,6 +737,12 @@ void RuntimeImpl::writeUnit(const std::shared_ptr<tensorpipe::Pipe>& pipe, Write
                 }
                 flushWrites(pipe, writes, std::move(next), keepAlive);
               });
+}
+
+void RuntimeImpl::writeCompleted() {
+  if (writesInFlight_.fetch_sub(1, std::memory_order_acq_rel) != 1 || !closing_.load()) return;
+  std::lock_guard<SpinMutex> lock(pendingMu_);  // the shutdown waits under it: no lost wake-up
+  pendingCv_.notify_all();
 }
 
 void RuntimeImpl::holdDeviceTensors(const std::shared_ptr<OutgoingMessage>& message) {

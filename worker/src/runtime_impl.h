@@ -272,6 +272,7 @@ class RuntimeImpl {
   void writeUnit(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                  std::shared_ptr<OutgoingMessage> unit, WritesLeft left,
                  std::shared_ptr<void> keepAlive);
+  void writeCompleted();  // one of writesInFlight_ is done
   // enqueueWrite for several messages, in order (a CallBatch's to one pipe).
   void enqueueWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, WriteQueue& writes,
                      std::vector<std::shared_ptr<OutgoingMessage>> messages,
@@ -436,6 +437,10 @@ class RuntimeImpl {
   std::mutex serverMu_;
   std::vector<std::shared_ptr<ServerPipe>> serverPipes_;
   std::atomic<int64_t> serving_{0};  // requests being served here
+  // Pipe writes issued and not completed yet (writeUnit). A graceful shutdown
+  // waits for them: a tensor's write completes only once the receiver's
+  // channel acknowledged it, apart from the response, which may come first.
+  std::atomic<int64_t> writesInFlight_{0};
 
 #if RPCJOB_WITH_CUDA
   cuda::DeviceMapTable deviceMaps_;  // validated in start(), completed by handshakes

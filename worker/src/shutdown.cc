@@ -48,6 +48,7 @@ void ShutdownCoordinator::run(std::chrono::milliseconds deadline) {
     options.timeout = remaining();
     // Fails at once if the leader is dead; then there is nobody to wait for.
     rt_.rpcAsync(rt_.workers()[0].name, kBuiltinShutdownJoin, {}, options).wait();
+    waitForWrites(until);
     return;
   }
   auto all = allJoined();
@@ -82,6 +83,15 @@ void ShutdownCoordinator::run(std::chrono::milliseconds deadline) {
     rt_.pendingCv_.wait_until(lock, std::min(until, Clock::now() + std::chrono::milliseconds(200)),
                               [&] { return rt_.serving_ == 0; });
   }
+  waitForWrites(until);
+}
+
+void ShutdownCoordinator::waitForWrites(Clock::time_point until) {
+  // Every call is answered, but a tensor we sent may still wait for its
+  // channel's acknowledgement; closing now would fail that send (and the
+  // metrics would count it as an error, not as bytes sent).
+  std::unique_lock<SpinMutex> lock(rt_.pendingMu_);
+  rt_.pendingCv_.wait_until(lock, until, [&] { return rt_.writesInFlight_.load() == 0; });
 }
 
 void RuntimeImpl::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline) {

@@ -4,6 +4,8 @@
 // at the leader (rank 0) with a call that the leader answers once every worker
 // has joined or is found dead (a ping fails to connect). Until then every worker
 // keeps serving, so calls between workers that have not joined yet complete.
+// Last, each waits for its pipe writes still in flight (a tensor's send may
+// complete after the call's answer).
 // Everything is bounded by the caller's deadline; a dead leader fails the join
 // call at once, and the worker then closes on its own.
 
@@ -29,6 +31,7 @@ class ShutdownCoordinator {
 
  private:
   std::shared_ptr<detail::FutureState> allJoined();
+  void waitForWrites(std::chrono::steady_clock::time_point until);
   void markJoined(int rank);
   RuntimeImpl& rt_;
   std::mutex mu_;
