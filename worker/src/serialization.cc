@@ -186,6 +186,12 @@ tensorpipe::Message OutgoingMessage::toTensorpipe() {
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
     tensorpipe::Message::Tensor t;
+    // A host tensor always lands in host memory (prepareRead), so we say so:
+    // with every tensor's target device known, TensorPipe starts the channels'
+    // sends at once instead of waiting for the receiver's descriptor reply, a
+    // round trip on the pipe's connection (25-40 us of a 4 MB call's direction
+    // on the GPU host). fillTensor sets a device tensor's target likewise.
+    t.targetDevice = tensorpipe::Device{tensorpipe::kCpuDeviceType, 0};
 #if RPCJOB_WITH_CUDA
     // A CudaBuffer on the tensor's send stream, and the device it lands on.
     if (!cuda::fillTensor(*this, i, &t)) t.buffer = tensorpipe::CpuBuffer{tensors[i].data_ptr()};
