@@ -83,5 +83,47 @@ TEST(AutogradContext, CudaGradientsListWaitsToo) {
   impl.synchronizeStream(side);
 }
 
+// A stream that waited once is not waited for again (context.h's waited_),
+// but a new accumulation, on either stream, needs a new wait.
+TEST(AutogradContext, CudaReadersWaitAgainAfterEachNewAccumulation) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA";
+  const c10::Device device(c10::DeviceType::CUDA, 0);
+  c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
+  const c10::Stream side = impl.getStreamFromGlobalPool(device);
+  const int64_t n = 4096;
+  ContextState ctx(9);
+  at::Tensor leaf = at::zeros({n}, at::TensorOptions().device(device));
+  auto readOn = [&](const c10::Stream& stream) {
+    c10::StreamGuard guard(stream);
+    at::Tensor read = ctx.gradientOf(leaf).to(at::kCPU);  // copied on `stream`
+    return std::make_pair(read.min().item<double>(), read.max().item<double>());
+  };
+  double sum = 0;
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    {
+      c10::StreamGuard onSide(side);
+      ctx.accumulate(leaf, lateGradient(n, 1.0 + round));
+    }
+    sum += 1.0 + round;
+    const c10::Stream main = impl.getDefaultStream(device);
+    for (int again = 0; again < 2; ++again) {  // the second read is the cached one
+      auto [lo, hi] = readOn(main);
+      EXPECT_DOUBLE_EQ(lo, sum);
+      EXPECT_DOUBLE_EQ(hi, sum);
+    }
+    // Now the other way: summed on the default stream, read on the side one.
+    {
+      c10::StreamGuard onMain(main);
+      ctx.accumulate(leaf, lateGradient(n, 0.5));
+    }
+    sum += 0.5;
+    auto [lo, hi] = readOn(side);
+    EXPECT_DOUBLE_EQ(lo, sum);
+    EXPECT_DOUBLE_EQ(hi, sum);
+  }
+  impl.synchronizeStream(side);
+}
+
 }  // namespace
 }  // namespace rpcjob::runtime::autograd

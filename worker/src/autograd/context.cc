@@ -44,14 +44,20 @@ void ContextState::accumulate(const at::Tensor& leaf, const at::Tensor& grad) {
   if (!added) it->second.second = it->second.second.add(grad);
   if (streamed) {
     const c10::impl::VirtualGuardImpl impl(device.type());
-    auto event = ready_.try_emplace(device, device.type()).first;
-    event->second.record(impl.getStream(device));
+    const c10::Stream stream = impl.getStream(device);
+    Ready& ready = ready_.try_emplace(device, device.type()).first->second;
+    ready.event.record(stream);
+    waited_[stream] = ++ready.version;  // its own mark: ordered already
   }
 }
 
 void ContextState::waitForReady() const {
-  for (const auto& [device, event] : ready_) {
-    event.block(c10::impl::VirtualGuardImpl(device.type()).getStream(device));
+  for (const auto& [device, ready] : ready_) {
+    const c10::Stream stream = c10::impl::VirtualGuardImpl(device.type()).getStream(device);
+    uint64_t& waited = waited_[stream];
+    if (waited == ready.version) continue;
+    ready.event.block(stream);
+    waited = ready.version;
   }
 }
 

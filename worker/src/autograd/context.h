@@ -9,6 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Event.h>
+#include <c10/core/Stream.h>
 
 #include <memory>
 #include <mutex>
@@ -51,8 +52,19 @@ class ContextState {
   std::set<int> knownWorkers_;
   // By the leaf's TensorImpl; the pair holds the leaf so the key stays valid.
   std::unordered_map<const c10::TensorImpl*, std::pair<at::Tensor, at::Tensor>> grads_;
-  // Per device with streams (CUDA), where its last accumulation was enqueued.
-  std::unordered_map<c10::Device, c10::Event> ready_;
+  // Per device with streams (CUDA), where its last accumulation was enqueued,
+  // and how many times that was.
+  struct Ready {
+    explicit Ready(c10::DeviceType type) : event(type) {}
+    c10::Event event;
+    uint64_t version = 0;
+  };
+  std::unordered_map<c10::Device, Ready> ready_;
+  // Per stream, the version of its device's Ready it already waits for: a
+  // stream stays ordered after what it waited for, so only a new accumulation
+  // needs a new wait. The optimizer reads every parameter's gradient in turn;
+  // without this each read made every device's current stream wait again.
+  mutable std::unordered_map<c10::Stream, uint64_t> waited_;
 
   void waitForReady() const;  // under mu_: the current streams wait on ready_
 };
