@@ -473,16 +473,23 @@ void RuntimeImpl::reply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
                         std::optional<Observer::CallToken> observed, int64_t ctx) {
   // An inline function's result is done already: answered here, without the
   // callback (and its allocation) that a later result needs.
-  auto answer = [this, server, id, function, observed, ctx](const Future& done) {
-    const bool failed = done.hasError();
-    sendReply(server, id, failed ? nullptr : &done.value(), failed ? done.error() : nullptr,
-              function, observed, ctx);
-  };
   if (result.isDone()) {
-    answer(result);
+    const bool failed = result.hasError();
+    sendReply(server, id, failed ? nullptr : &result.value(), failed ? result.error() : nullptr,
+              function, observed, ctx);
     return;
   }
-  result.addInlineCallback(std::move(answer));
+  // A later result belongs to the application, which may complete it after
+  // this runtime closed or was destroyed: the caller was failed by then, and
+  // the answer is dropped.
+  result.addInlineCallback(
+      [weak = weakSelf_, server, id, function, observed, ctx](const Future& done) {
+        const auto self = weak.lock();
+        if (!self || self->closed_) return;
+        const bool failed = done.hasError();
+        self->sendReply(server, id, failed ? nullptr : &done.value(),
+                        failed ? done.error() : nullptr, function, observed, ctx);
+      });
 }
 
 void RuntimeImpl::sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t id,
