@@ -34,11 +34,34 @@ using rpcjob::testing::eventuallyThroughApiErrors;
 class OperatorProcess {
  public:
   OperatorProcess(const std::string& ns, const std::string& id,
-                  std::vector<std::string> extraArgs = {}) {
+                  std::vector<std::string> extraArgs = {})
+      : ns_(ns), id_(id), extraArgs_(std::move(extraArgs)) {
     log_ = ControlPlaneEnvironment::plane()->dir() + "/operator-" + id + ".log";
+    spawn(O_TRUNC);
+  }
+  ~OperatorProcess() { stop(); }
+  // What the chart's Deployment does when the operator exits: starts it again.
+  // An operator that loses its Lease exits (1) on purpose, so that a reconcile
+  // in flight never acts beside a new leader; an API server slow to come back
+  // (seconds under a loaded CI machine) can outlast its renew deadline. Returns
+  // the exit it restarted after ("" when it was still running).
+  std::string restartIfExited() {
+    int status = 0;
+    if (pid_ <= 0 || waitpid(pid_, &status, WNOHANG) != pid_) return "";
+    std::string how = WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                                        : "signal " + std::to_string(WTERMSIG(status));
+    spawn(O_APPEND);
+    return how;
+  }
+
+ private:
+  void spawn(int mode) {
+    const std::string& ns = ns_;
+    const std::string& id = id_;
+    const std::vector<std::string>& extraArgs = extraArgs_;
     pid_ = fork();
     if (pid_ == 0) {
-      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | mode, 0644);
       dup2(fd, 2);
       dup2(fd, 1);
       std::string kc = ControlPlaneEnvironment::plane()->kubeconfig();
@@ -63,7 +86,8 @@ class OperatorProcess {
       _exit(127);
     }
   }
-  ~OperatorProcess() { stop(); }
+
+ public:
   // SIGKILL: no Lease release, no clean-up, whatever it was doing.
   void kill9() {
     if (pid_ <= 0) return;
@@ -94,6 +118,8 @@ class OperatorProcess {
   }
 
  private:
+  std::string ns_, id_;
+  std::vector<std::string> extraArgs_;
   pid_t pid_ = -1;
   std::string log_;
 };

@@ -229,10 +229,24 @@ TEST_F(E2e, OperatorRecoversFromApiserverRestart) {
   ControlPlaneEnvironment::plane()->restartApiserver();
   client_ = ControlPlaneEnvironment::plane()->adminClient();
   client_->create(r::kRpcJobs, ns_, jobJson("after", 1, 1));
+  // Either its informers and Lease ride the restart out, or (the API server
+  // back later than the renew deadline, seen on a loaded 2-core CI machine) it
+  // exits on the lost Lease and, restarted as its Deployment would, carries on.
+  // Any other exit is a failure.
+  std::vector<std::string> exits;
   EXPECT_TRUE(eventuallyThroughApiErrors(
-      [&] { return pods("after").size() == 2 && phase("after") == "Planned"; }, 90s))
+      [&] {
+        if (std::string how = op.restartIfExited(); !how.empty()) exits.push_back(how);
+        return pods("after").size() == 2 && phase("after") == "Planned";
+      },
+      90s))
       << op.log();
-  EXPECT_EQ(pods("before").size(), 2u);
+  for (const auto& how : exits) EXPECT_EQ(how, "exit 1") << op.log();
+  if (!exits.empty()) {
+    EXPECT_NE(op.log().find("lost the lease: exiting"), std::string::npos) << op.log();
+  }
+  EXPECT_LE(exits.size(), 1u) << op.log();
+  EXPECT_EQ(pods("before").size(), 2u);  // nothing made twice, restarted or not
 }
 
 TEST_F(E2e, RestartedOperatorMakesNoDuplicateChildren) {
