@@ -6,6 +6,9 @@
 // of the state before it comes first and this binary holds nothing else.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
@@ -121,6 +124,30 @@ TEST(SharedHostAllocator, G_BeyondHalfTheDescriptorLimitTensorsComeFromLibtorch)
   const auto after = host_memory::sharedAllocatorCounters();
   EXPECT_EQ(after.overflowed - before.overflowed, 2u);
   EXPECT_EQ(after.arenaAllocations - before.arenaAllocations, 2u);
+}
+
+// Below the cap, yet the descriptor table full (other files): the region is
+// mapped privately, and counted as what it is, not as shared memory.
+TEST(SharedHostAllocator, H_ARegionMappedPrivatelyIsNotCountedAsShared) {
+  auto& arena = host_memory::SharedArena::instance();
+  FdLimitGuard guard;
+  rlimit low = guard.saved;
+  low.rlim_cur = 2 * (arena.mappedRegions() + 4);  // the cap is well above the regions
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> filler;
+  for (int fd; (fd = ::dup(STDIN_FILENO)) >= 0;) filler.push_back(fd);
+  ASSERT_EQ(errno, EMFILE);
+  const auto before = host_memory::sharedAllocatorCounters();
+  at::Tensor t = at::full({11 * kFloats4MiB}, 2.0f);  // a size no other test used
+  const auto after = host_memory::sharedAllocatorCounters();
+  for (int fd : filler) ::close(fd);
+  EXPECT_FALSE(isSharedHost(t));
+  EXPECT_EQ(t[0].item<float>(), 2.0f);
+  EXPECT_EQ(after.arenaAllocations - before.arenaAllocations, 0u);
+  EXPECT_EQ(after.overflowed - before.overflowed, 1u);
+  // With descriptors again, regions are shared again.
+  at::Tensor next = at::full({12 * kFloats4MiB}, 3.0f);
+  EXPECT_TRUE(isSharedHost(next));
 }
 
 }  // namespace

@@ -63,7 +63,9 @@ class SharedAllocator final : public c10::Allocator {
     SharedArena& arena = SharedArena::instance();
     if (arena.shared() && underCap(arena)) {
       if (void* p = arena.allocate(n)) {
-        arenaAllocations.fetch_add(1, std::memory_order_relaxed);
+        // Out of descriptors below the cap, the arena maps a region privately:
+        // such a tensor travels as any other, and is counted so.
+        (arena.find(p, 0) ? arenaAllocations : overflowed).fetch_add(1, std::memory_order_relaxed);
         return {p, p, &deleteRegion, c10::Device(c10::DeviceType::CPU)};
       }
     }

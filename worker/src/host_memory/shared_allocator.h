@@ -28,8 +28,11 @@ namespace rpcjob::runtime::host_memory {
 // Process-wide, since start (allocations below minBytes are not counted: they
 // are every small tensor's, and a shared counter would slow them down).
 struct SharedAllocatorCounters {
-  uint64_t arenaAllocations = 0;  // at or above minBytes, served from the arena
-  uint64_t overflowed = 0;        // at or above minBytes, yet the replaced allocator's
+  uint64_t arenaAllocations = 0;  // at or above minBytes, in the arena's shared memory
+  // At or above minBytes, yet not in shared memory: the replaced allocator's
+  // (past the descriptor cap), or a region the arena mapped privately (out of
+  // descriptors below it).
+  uint64_t overflowed = 0;
 };
 
 // Installs the allocator for the whole process (the first call) or changes its
