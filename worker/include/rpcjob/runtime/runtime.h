@@ -112,8 +112,10 @@ class Runtime {
   std::vector<ChannelChoice> channelChoices() const;
 
   // Graceful: waits until no worker has outstanding calls (all workers must call
-  // it; bounded by `deadline`; a dead peer counts as done), then closes.
-  // Immediate: fails pending calls with kShutdown and closes now.
+  // it; bounded by `deadline`; a dead peer counts as done) and every tensor this
+  // worker sent has reached its peer, then closes.
+  // Immediate: fails pending calls with kShutdown and closes now. Either way, an
+  // async function's result that completes later is dropped.
   void shutdown(ShutdownMode mode = ShutdownMode::kGraceful,
                 std::chrono::milliseconds deadline = std::chrono::milliseconds(60000));
 
