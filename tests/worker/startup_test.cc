@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +35,25 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using runtime::StartPipes;
+
+// Whether something listens on 127.0.0.1:`port` (IPv4), read from /proc/net/tcp
+// rather than by connecting: a connection that never says hello is an event
+// for the worker's listener of its own.
+bool listening(int port) {
+  std::ifstream in("/proc/net/tcp");
+  std::string line;
+  std::getline(in, line);  // the header
+  char want[16];
+  std::snprintf(want, sizeof want, ":%04X", static_cast<unsigned>(port));
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);  // sl local_address rem_address st ...
+    std::string slot, local, remote, state;
+    fields >> slot >> local >> remote >> state;
+    if (state == "0A" && local.size() > 5 && local.compare(local.size() - 5, 5, want) == 0)
+      return true;
+  }
+  return false;
+}
 
 // Worker processes of one job, started by hand: some ranks may stay missing,
 // each may run under `sh -c PREFIX; exec worker`, and each one's stderr goes to
@@ -167,9 +187,18 @@ TEST(StartupTest, AWorkerThatNeverStartsFailsEveryStartNamingIt) {
   // w4 of 5 never starts: the leader and the others fail within startTimeout.
   Job job(5);
   const auto timeout = std::chrono::seconds(4);
+  // The workers' own timeout is longer, and the leader starts once they listen:
+  // loading libtorch took over 4 s on a loaded 2-core machine, and the leader
+  // then rightly named them too. The leader's verdict reaches them at once.
   const std::vector<std::string> env = {"RPCJOB_START_PIPES=leader",
-                                        "RPCJOB_START_TIMEOUT_MS=4000"};
+                                        "RPCJOB_START_TIMEOUT_MS=30000"};
   for (int rank = 1; rank <= 3; ++rank) job.spawn(rank, env);
+  const auto loaded = Clock::now() + std::chrono::seconds(60);
+  for (int rank = 1; rank <= 3; ++rank) {
+    while (!listening(job.port(rank)) && Clock::now() < loaded)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_TRUE(listening(job.port(rank))) << Job::name(rank) << " never listened";
+  }
   runtime::RuntimeOptions options;
   options.startPipes = StartPipes::kLeaderBarrier;
   options.startTimeout = timeout;
