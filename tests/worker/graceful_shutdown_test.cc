@@ -34,78 +34,92 @@ class ClosedBeforeAck final : public tensorpipe::BaseError {
 };
 
 // The sends' completions, each released `delay` after the inner channel's.
+// The thread works on a State it shares: a completion it runs may drop the
+// last reference to this object (through TensorPipe's pipe and our channel),
+// and the destructor then runs on that very thread (seen: it joined itself,
+// and the whole test binary ended in std::terminate).
 class LateAcks {
  public:
-  explicit LateAcks(std::chrono::milliseconds delay) : delay_(delay), thread_([this] { loop(); }) {}
+  explicit LateAcks(std::chrono::milliseconds delay)
+      : state_(std::make_shared<State>(delay)), thread_([state = state_] { loop(*state); }) {}
   ~LateAcks() {
     close();
-    thread_.join();
+    if (thread_.get_id() == std::this_thread::get_id()) {
+      thread_.detach();  // it ends by itself: closed, on the state it holds
+    } else {
+      thread_.join();
+    }
   }
 
   void hold(tensorpipe::channel::TSendCallback callback) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (closed_) {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    if (state_->closed) {
       lock.unlock();
-      fail(std::move(callback));
+      fail(*state_, std::move(callback));
       return;
     }
-    held_.push_back({Clock::now() + delay_, std::move(callback)});
-    changed_.notify_all();
+    state_->held.push_back({Clock::now() + state_->delay, std::move(callback)});
+    state_->changed.notify_all();
   }
 
   // As a copy channel's close: whatever still waits for its ack fails.
   void close() {
     std::deque<Held> failed;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      closed_ = true;
-      failed.swap(held_);
-      changed_.notify_all();
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->closed = true;
+      failed.swap(state_->held);
+      state_->changed.notify_all();
     }
-    for (auto& h : failed) fail(std::move(h.callback));
+    for (auto& h : failed) fail(*state_, std::move(h.callback));
   }
 
-  int succeeded() const { return succeeded_.load(); }
-  int failed() const { return failed_.load(); }
+  int succeeded() const { return state_->succeeded.load(); }
+  int failed() const { return state_->failed.load(); }
 
  private:
   struct Held {
     Clock::time_point due;
     tensorpipe::channel::TSendCallback callback;
   };
+  struct State {
+    explicit State(std::chrono::milliseconds d) : delay(d) {}
+    const std::chrono::milliseconds delay;
+    std::mutex mu;
+    std::condition_variable changed;
+    std::deque<Held> held;
+    bool closed = false;
+    std::atomic<int> succeeded{0}, failed{0};
+  };
 
-  void fail(tensorpipe::channel::TSendCallback callback) {
-    failed_++;
+  static void fail(State& state, tensorpipe::channel::TSendCallback callback) {
+    state.failed++;
     callback(tensorpipe::Error(std::make_shared<ClosedBeforeAck>(), __FILE__, __LINE__));
   }
 
-  void loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!closed_) {
-      if (held_.empty()) {
-        changed_.wait(lock);
+  static void loop(State& state) {
+    std::unique_lock<std::mutex> lock(state.mu);
+    while (!state.closed) {
+      if (state.held.empty()) {
+        state.changed.wait(lock);
         continue;
       }
-      if (Clock::now() < held_.front().due) {
-        changed_.wait_until(lock, held_.front().due);
+      if (Clock::now() < state.held.front().due) {
+        state.changed.wait_until(lock, state.held.front().due);
         continue;
       }
-      Held h = std::move(held_.front());
-      held_.pop_front();
+      Held h = std::move(state.held.front());
+      state.held.pop_front();
       lock.unlock();
-      succeeded_++;
+      state.succeeded++;
       h.callback(tensorpipe::Error::kSuccess);
+      h.callback = nullptr;  // what it held goes now, without our lock
       lock.lock();
     }
   }
 
-  const std::chrono::milliseconds delay_;
-  std::mutex mu_;
-  std::condition_variable changed_;
-  std::deque<Held> held_;
-  bool closed_ = false;
-  std::atomic<int> succeeded_{0}, failed_{0};
-  std::thread thread_;  // last: starts once the rest is built
+  std::shared_ptr<State> state_;
+  std::thread thread_;  // last: starts once the state is built
 };
 
 class LateAckChannel final : public tensorpipe::channel::Channel {
