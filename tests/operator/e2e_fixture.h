@@ -54,40 +54,6 @@ class OperatorProcess {
     return how;
   }
 
- private:
-  void spawn(int mode) {
-    const std::string& ns = ns_;
-    const std::string& id = id_;
-    const std::vector<std::string>& extraArgs = extraArgs_;
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | mode, 0644);
-      dup2(fd, 2);
-      dup2(fd, 1);
-      std::string kc = ControlPlaneEnvironment::plane()->kubeconfig();
-      setenv("POD_NAME", id.c_str(), 1);
-      std::vector<std::string> args = {"rpcjob-operator",
-                                       "--kubeconfig",
-                                       kc,
-                                       "--namespace",
-                                       ns,
-                                       "--leader-elect",
-                                       "--leader-election-namespace",
-                                       ns,
-                                       "--metrics-address",
-                                       "127.0.0.1",
-                                       "--metrics-port",
-                                       "0"};
-      args.insert(args.end(), extraArgs.begin(), extraArgs.end());
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(RPCJOB_OPERATOR_BINARY, argv.data());
-      _exit(127);
-    }
-  }
-
- public:
   // SIGKILL: no Lease release, no clean-up, whatever it was doing.
   void kill9() {
     if (pid_ <= 0) return;
@@ -118,6 +84,35 @@ class OperatorProcess {
   }
 
  private:
+  void spawn(int mode) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | mode, 0644);
+      dup2(fd, 2);
+      dup2(fd, 1);
+      std::string kc = ControlPlaneEnvironment::plane()->kubeconfig();
+      setenv("POD_NAME", id_.c_str(), 1);
+      std::vector<std::string> args = {"rpcjob-operator",
+                                       "--kubeconfig",
+                                       kc,
+                                       "--namespace",
+                                       ns_,
+                                       "--leader-elect",
+                                       "--leader-election-namespace",
+                                       ns_,
+                                       "--metrics-address",
+                                       "127.0.0.1",
+                                       "--metrics-port",
+                                       "0"};
+      args.insert(args.end(), extraArgs_.begin(), extraArgs_.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(RPCJOB_OPERATOR_BINARY, argv.data());
+      _exit(127);
+    }
+  }
+
   std::string ns_, id_;
   std::vector<std::string> extraArgs_;
   pid_t pid_ = -1;
