@@ -2,8 +2,10 @@
 // worker processes at the sizes around its inline/pool split, strided sources,
 // the channel report, interoperation with a peer that does not allow it, a
 // hostile peer's control messages (the copy-channel skeleton cuda_nvlink shares),
-// and the shared path: tensors in the sender's arena (host_memory/) are read
-// from a mapping, both ways and when forwarded, and a forged region is an error.
+// and the shared paths: tensors in the sender's arena (host_memory/) are read
+// from a mapping, both ways and when forwarded; private tensors are pushed by
+// the sender into the receiver's arena; a forged region is an error, and so is
+// a hostile peer's push request or answer.
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
@@ -21,10 +23,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,7 +77,7 @@ TEST(MtCmaContext, ViableHereWithTheCmaStyleDescriptor) {
   ASSERT_EQ(descriptors.size(), 1u);
   const std::string& mine = descriptors.begin()->second;
   // The wire's version is part of it: peers of another version do not pair.
-  EXPECT_EQ(mine.rfind("rpcjob_cma/2:", 0), 0u) << mine;
+  EXPECT_EQ(mine.rfind("rpcjob_cma/3:", 0), 0u) << mine;
   EXPECT_TRUE(context->canCommunicateWithRemote(mine, mine));
   EXPECT_FALSE(context->canCommunicateWithRemote(mine, mine + "x"));  // other uid, boot, ...
   EXPECT_FALSE(context->canCommunicateWithRemote(mine, ""));
@@ -212,12 +219,26 @@ TEST(MtCmaHostilePeer, AMalformedControlMessageFailsTheChannelWithAClearError) {
   std::vector<char> unknownKind(kWire, 0);  // the right size, kind 99
   const uint32_t kind = 99;
   std::memcpy(unknownKind.data(), &kind, sizeof(kind));
+  auto bytesOf = [](const runtime::channels::MtCmaWire& m) {
+    const char* p = reinterpret_cast<const char*>(&m);
+    return std::vector<char>(p, p + sizeof(m));
+  };
+  runtime::channels::MtCmaWire answer;  // to a push request never made
+  answer.kind = runtime::channels::CopyKind::kPushed;
+  answer.seq = 5;
+  runtime::channels::MtCmaWire ours;  // asks us to write into our own memory
+  ours.kind = runtime::channels::CopyKind::kPushRequest;
+  ours.seq = 1;
+  ours.pid = ::getpid();
+  ours.length = 16;
   for (const Case& c :
        {Case{std::vector<char>(7, 'x'), "malformed control message (7 bytes)"},
         Case{std::vector<char>(40, 0), "malformed control message (40 bytes)"},  // version 1's
         Case{std::vector<char>(kWire + 1, 0),
              "malformed control message (" + std::to_string(kWire + 1) + " bytes)"},
-        Case{unknownKind, "unknown control message kind"}}) {
+        Case{unknownKind, "unknown control message kind"},
+        Case{bytesOf(answer), "a push answer for no receive asked"},
+        Case{bytesOf(ours), "a push request names a region of this process"}}) {
     SCOPED_TRACE(c.error);
     RawPeer peer(*context);
     ASSERT_TRUE(peer.connected());
@@ -245,30 +266,45 @@ TEST(MtCmaHostilePeer, AMalformedControlMessageFailsTheChannelWithAClearError) {
   context->join();
 }
 
-// {transfers read from a mapping of the sender's region, with process_vm_readv}
-// that `rank`'s process received over rpcjob_cma (0: this one).
-std::pair<int64_t, int64_t> receivedBy(runtime::Runtime& rt, const std::string& worker) {
-  if (worker == "driver") {
-    const auto c = runtime::channels::mtCmaCounters();
-    return {static_cast<int64_t>(c.sharedReads), static_cast<int64_t>(c.cmaReads)};
+// Transfers a process received over rpcjob_cma, by how: read from a mapping of
+// the sender's region, read with process_vm_readv, written by the sender (push).
+struct Reads {
+  int64_t shared = 0, cma = 0, pushed = 0;
+  bool operator==(const Reads& o) const {
+    return shared == o.shared && cma == o.cma && pushed == o.pushed;
   }
-  const auto t = rt.rpcSync(worker, "mtcma_counters", {}).toTupleRef().elements();
-  return {t.at(0).toInt(), t.at(1).toInt()};
+};
+std::ostream& operator<<(std::ostream& out, const Reads& r) {
+  return out << "{shared " << r.shared << ", cma " << r.cma << ", pushed " << r.pushed << "}";
+}
+Reads reads(int64_t shared, int64_t cma, int64_t pushed) {
+  return Reads{shared, cma, pushed};
 }
 
-// The change in each counter between construction and delta().
+// `worker`'s counts ("driver": this process's).
+Reads receivedBy(runtime::Runtime& rt, const std::string& worker) {
+  if (worker == "driver") {
+    const auto c = runtime::channels::mtCmaCounters();
+    return reads(static_cast<int64_t>(c.sharedReads), static_cast<int64_t>(c.cmaReads),
+                 static_cast<int64_t>(c.pushedReads));
+  }
+  const auto t = rt.rpcSync(worker, "mtcma_counters", {}).toTupleRef().elements();
+  return reads(t.at(0).toInt(), t.at(1).toInt(), t.at(2).toInt());
+}
+
+// The change in each count between construction and delta().
 struct Counted {
   Counted(runtime::Runtime& rt, std::string worker) : rt_(rt), worker_(std::move(worker)) {
     before_ = receivedBy(rt_, worker_);
   }
-  std::pair<int64_t, int64_t> delta() {
-    auto now = receivedBy(rt_, worker_);
+  Reads delta() {
+    const Reads now = receivedBy(rt_, worker_);
     // The counter call itself moves no tensor over rpcjob_cma.
-    return {now.first - before_.first, now.second - before_.second};
+    return reads(now.shared - before_.shared, now.cma - before_.cma, now.pushed - before_.pushed);
   }
   runtime::Runtime& rt_;
   std::string worker_;
-  std::pair<int64_t, int64_t> before_;
+  Reads before_;
 };
 
 at::Tensor inArena(const at::Tensor& values) {
@@ -286,14 +322,14 @@ TEST_F(MtCmaTest, AnArenaTensorIsReadFromAMappingBothWays) {
   EXPECT_TRUE(at::equal(back, sent));
   // The request from our arena, the response from the worker's (a received
   // tensor of 4 MiB and more lands there).
-  EXPECT_EQ(worker.delta(), std::make_pair(int64_t{1}, int64_t{0}));
-  EXPECT_EQ(driver.delta(), std::make_pair(int64_t{1}, int64_t{0}));
+  EXPECT_EQ(worker.delta(), reads(1, 0, 0));
+  EXPECT_EQ(driver.delta(), reads(1, 0, 0));
   EXPECT_TRUE(runtime::isSharedHost(back));
   // Again: the mappings are cached, the bytes still exact after a change.
   sent.mul_(3);
   back = rt().rpcSync("w1", "identity", {sent}).toTensor();
   EXPECT_TRUE(at::equal(back, sent));
-  EXPECT_EQ(worker.delta(), std::make_pair(int64_t{2}, int64_t{0}));
+  EXPECT_EQ(worker.delta(), reads(2, 0, 0));
 }
 
 TEST_F(MtCmaTest, ARangeInsideARegionAtAnOffsetIsReadExactly) {
@@ -306,33 +342,59 @@ TEST_F(MtCmaTest, ARangeInsideARegionAtAnOffsetIsReadExactly) {
     Counted worker(rt(), "w1");
     at::Tensor back = rt().rpcSync("w1", "identity", {view}).toTensor();
     EXPECT_TRUE(at::equal(back, view));
-    EXPECT_EQ(worker.delta(), std::make_pair(int64_t{1}, int64_t{0}));
+    EXPECT_EQ(worker.delta(), reads(1, 0, 0));
   }
 }
 
-TEST_F(MtCmaTest, APlainTensorGoesByCmaAndComesBackFromTheWorkersArena) {
-  const int64_t bytes = (int64_t{8} << 20) + 5;
-  at::Tensor sent = pattern(bytes);
-  ASSERT_FALSE(runtime::isSharedHost(sent));
-  Counted worker(rt(), "w1"), driver(rt(), "driver");
-  at::Tensor back = rt().rpcSync("w1", "identity", {sent}).toTensor();
-  EXPECT_TRUE(at::equal(back, sent));
-  EXPECT_EQ(worker.delta(), std::make_pair(int64_t{0}, int64_t{1}));
-  EXPECT_EQ(driver.delta(), std::make_pair(int64_t{1}, int64_t{0}));
-  // Below 4 MiB a received tensor is libtorch's, and goes back by cma.
+TEST_F(MtCmaTest, APlainTensorIsPushedIntoTheWorkersArenaAndComesBackFromIt) {
+  for (int64_t bytes : {int64_t{4} << 20, (int64_t{8} << 20) + 5}) {
+    SCOPED_TRACE(bytes);
+    at::Tensor sent = pattern(bytes);
+    ASSERT_FALSE(runtime::isSharedHost(sent));
+    Counted worker(rt(), "w1"), driver(rt(), "driver");
+    at::Tensor back = rt().rpcSync("w1", "identity", {sent}).toTensor();
+    EXPECT_TRUE(at::equal(back, sent));
+    // We wrote into the region the worker received into; it sent that back.
+    EXPECT_EQ(worker.delta(), reads(0, 0, 1));
+    EXPECT_EQ(driver.delta(), reads(1, 0, 0));
+    EXPECT_TRUE(rt().rpcSync("w1", "is_shared_host", {sent}).toBool());
+  }
+  // Below 4 MiB a received tensor is libtorch's: no region to push into, so the
+  // worker reads ours with process_vm_readv, and we its answer.
   at::Tensor small = pattern(int64_t{3} << 20);
+  Counted worker(rt(), "w1"), driver(rt(), "driver");
   EXPECT_FALSE(rt().rpcSync("w1", "is_shared_host", {small}).toBool());
-  EXPECT_TRUE(rt().rpcSync("w1", "is_shared_host", {sent}).toBool());
+  at::Tensor back = rt().rpcSync("w1", "identity", {small}).toTensor();
+  EXPECT_TRUE(at::equal(back, small));
+  EXPECT_EQ(worker.delta(), reads(0, 2, 0));
+  EXPECT_EQ(driver.delta(), reads(0, 1, 0));
 }
 
-TEST_F(MtCmaTest, AResultAWorkerMakesComesBackByCma) {
+// Bytes pushed into a view of a region at an odd offset, and a source that
+// starts at an odd address, arrive exact; so do several pushes in one message.
+TEST_F(MtCmaTest, PushedBytesAreExactAtOddAddressesAndSeveralInOneCall) {
+  at::Tensor big = pattern((int64_t{13} << 20) + 7);
+  at::Tensor odd = big.slice(0, 3, 3 + (int64_t{5} << 20) + 1);  // contiguous, odd start
+  ASSERT_TRUE(odd.is_contiguous());
+  Counted worker(rt(), "w1");
+  at::Tensor back = rt().rpcSync("w1", "identity", {odd}).toTensor();
+  EXPECT_TRUE(at::equal(back, odd));
+  auto list = c10::List<at::Tensor>({pattern(int64_t{4} << 20), odd, pattern(int64_t{6} << 20)});
+  auto backList = rt().rpcSync("w1", "identity", {list}).toTensorList();
+  ASSERT_EQ(backList.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(at::equal(backList.get(i), list.get(i))) << i;
+  EXPECT_EQ(worker.delta(), reads(0, 0, 4));
+}
+
+TEST_F(MtCmaTest, AResultAWorkerMakesIsPushedIntoOurArena) {
   // The control of SharedHostAllocatorCluster below: without the allocator a
-  // tensor libtorch makes in the worker is private memory.
+  // tensor libtorch makes in the worker is private memory, so the worker
+  // writes it into the region we receive it in.
   at::Tensor a = pattern((int64_t{6} << 20) + 3);
   Counted driver(rt(), "driver");
   at::Tensor back = rt().rpcSync("w1", "add", {a, a}).toTensor();
   EXPECT_TRUE(at::equal(back, a.add(a)));
-  EXPECT_EQ(driver.delta(), std::make_pair(int64_t{0}, int64_t{1}));
+  EXPECT_EQ(driver.delta(), reads(0, 0, 1));
 }
 
 TEST_F(MtCmaTest, AForwardedTensorTakesTheSharedPath) {
@@ -343,8 +405,8 @@ TEST_F(MtCmaTest, AForwardedTensorTakesTheSharedPath) {
   Counted w1(rt(), "w1"), w2(rt(), "w2");
   at::Tensor back = rt().rpcSync("w1", "call_peer", {std::string("w2"), sent}).toTensor();
   EXPECT_TRUE(at::equal(back, sent));
-  EXPECT_EQ(w1.delta(), std::make_pair(int64_t{1}, int64_t{1}));  // w2's answer; ours
-  EXPECT_EQ(w2.delta(), std::make_pair(int64_t{1}, int64_t{0}));  // w1's forward
+  EXPECT_EQ(w1.delta(), reads(1, 0, 1));  // w2's answer mapped; ours pushed
+  EXPECT_EQ(w2.delta(), reads(1, 0, 0));  // w1's forward
 }
 
 // A hostile or broken peer's send naming a shared region: the receive fails
@@ -475,6 +537,245 @@ TEST_F(ForgedRegion, TheGenuineRegionIsReadAndForgedOnesAreErrorsOnBothSides) {
   ::close(devNull);
 }
 
+// The control messages a channel writes to a raw peer, in order.
+class Inbox {
+ public:
+  explicit Inbox(std::shared_ptr<tensorpipe::transport::Connection> connection)
+      : state_(std::make_shared<State>()) {
+    readNext(std::move(connection), state_);
+  }
+  // The next message; none within `wait` (or the connection failed): nullopt.
+  std::optional<runtime::channels::MtCmaWire> take(
+      std::chrono::milliseconds wait = std::chrono::seconds(10)) {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->cv.wait_for(lock, wait, [&] { return !state_->messages.empty() || state_->closed; });
+    if (state_->messages.empty()) return std::nullopt;
+    auto m = state_->messages.front();
+    state_->messages.pop_front();
+    return m;
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<runtime::channels::MtCmaWire> messages;
+    bool closed = false;
+  };
+  static void readNext(std::shared_ptr<tensorpipe::transport::Connection> connection,
+                       std::shared_ptr<State> state) {
+    auto* c = connection.get();
+    c->read([connection, state](const tensorpipe::Error& error, const void* ptr, size_t length) {
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (error || length != sizeof(runtime::channels::MtCmaWire)) {
+        state->closed = true;
+        state->cv.notify_all();
+        return;
+      }
+      runtime::channels::MtCmaWire m;
+      std::memcpy(&m, ptr, sizeof(m));
+      state->messages.push_back(m);
+      state->cv.notify_all();
+      readNext(connection, state);
+    });
+  }
+  std::shared_ptr<State> state_;
+};
+
+// The push, message by message, with this test as the other side: a fresh
+// channel receives into a region of this process's arena while the raw peer
+// plays a sender whose bytes are private (or the channel sends, and the raw
+// peer plays the receiver).
+class MtCmaPush : public ::testing::Test {
+ protected:
+  static constexpr int64_t kBytes = int64_t{1} << 20;  // at least kMinPush
+
+  void SetUp() override {
+    context_ = runtime::channels::createMtCmaChannel(2);
+    if (!context_->isViable()) GTEST_SKIP() << "rpcjob_cma is not viable here";
+    peer_ = std::make_unique<RawPeer>(*context_);
+    ASSERT_TRUE(peer_->connected());
+    inbox_ = std::make_unique<Inbox>(peer_->hostile);
+    into_ = runtime::emptySharedHost({kBytes}, at::TensorOptions().dtype(at::kByte)).zero_();
+    source_ = pattern(kBytes);
+  }
+  void TearDown() override {
+    if (peer_) peer_->close();
+    if (context_) context_->join();
+  }
+
+  void write(const runtime::channels::MtCmaWire& m) {
+    auto copy = std::make_shared<runtime::channels::MtCmaWire>(m);
+    peer_->hostile->write(copy.get(), sizeof(*copy), [copy](const tensorpipe::Error&) {});
+  }
+  // The raw peer's send of source_, its bytes private.
+  runtime::channels::MtCmaWire privateSend() const {
+    runtime::channels::MtCmaWire m;
+    m.kind = runtime::channels::CopyKind::kSend;
+    m.seq = 1;
+    m.pid = ::getpid();
+    m.address = reinterpret_cast<uintptr_t>(source_.data_ptr());
+    m.length = kBytes;
+    return m;
+  }
+  // The channel receives into into_: the outcome's future ("" success).
+  std::future<std::string> receive() {
+    auto done = std::make_shared<std::promise<std::string>>();
+    peer_->channel->recv(
+        tensorpipe::CpuBuffer{into_.data_ptr()}, kBytes,
+        [done](const tensorpipe::Error& e) { done->set_value(e ? e.what() : ""); });
+    return done->get_future();
+  }
+  // The push request the channel sends for privateSend(), checked.
+  runtime::channels::MtCmaWire expectPushRequest() {
+    auto ask = inbox_->take();
+    EXPECT_TRUE(ask.has_value()) << "no push request";
+    if (!ask) return {};
+    const auto& arena = runtime::host_memory::SharedArena::instance();
+    auto span = arena.find(into_.data_ptr(), kBytes);
+    EXPECT_TRUE(span.has_value());
+    EXPECT_EQ(ask->kind, runtime::channels::CopyKind::kPushRequest);
+    EXPECT_EQ(ask->seq, 1u);
+    EXPECT_EQ(ask->pid, ::getpid());
+    EXPECT_EQ(ask->length, static_cast<uint64_t>(kBytes));
+    EXPECT_EQ(ask->token, arena.token());
+    if (span) {
+      EXPECT_EQ(ask->regionFd, span->fd);
+      EXPECT_EQ(ask->regionId, span->id);
+      EXPECT_EQ(ask->regionOffset, span->offset);
+    }
+    return *ask;
+  }
+  runtime::channels::MtCmaWire answer(uint32_t status) const {
+    runtime::channels::MtCmaWire m;
+    m.kind = runtime::channels::CopyKind::kPushed;
+    m.seq = 1;
+    m.status = status;
+    return m;
+  }
+  bool arrivedExact() const { return at::equal(into_, source_); }
+
+  std::shared_ptr<tensorpipe::channel::Context> context_;
+  std::unique_ptr<RawPeer> peer_;
+  std::unique_ptr<Inbox> inbox_;
+  at::Tensor into_, source_;
+};
+
+TEST_F(MtCmaPush, APushedAnswerCompletesTheReceiveWithoutAnAck) {
+  const auto before = runtime::channels::mtCmaCounters();
+  auto outcome = receive();
+  write(privateSend());
+  expectPushRequest();
+  // What the sender does through its writable mapping of our region.
+  std::memcpy(into_.data_ptr(), source_.data_ptr(), kBytes);
+  write(answer(0));
+  ASSERT_EQ(outcome.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(outcome.get(), "");
+  EXPECT_TRUE(arrivedExact());
+  const auto after = runtime::channels::mtCmaCounters();
+  EXPECT_EQ(after.pushedReads, before.pushedReads + 1);
+  EXPECT_EQ(after.pushedBytes, before.pushedBytes + kBytes);
+  EXPECT_EQ(after.cmaReads, before.cmaReads);
+  EXPECT_FALSE(inbox_->take(std::chrono::milliseconds(200)).has_value())
+      << "a pushed transfer needs no ack";
+}
+
+TEST_F(MtCmaPush, ARefusedPushIsPulledAndAcked) {
+  const auto before = runtime::channels::mtCmaCounters();
+  auto outcome = receive();
+  write(privateSend());
+  expectPushRequest();
+  write(answer(2));
+  auto ack = inbox_->take();
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->kind, runtime::channels::CopyKind::kAck);
+  EXPECT_EQ(ack->status, 0u);
+  ASSERT_EQ(outcome.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(outcome.get(), "");
+  EXPECT_TRUE(arrivedExact());
+  const auto after = runtime::channels::mtCmaCounters();
+  EXPECT_EQ(after.pushesRefused, before.pushesRefused + 1);
+  EXPECT_EQ(after.cmaReads, before.cmaReads + 1);
+  EXPECT_EQ(after.pushedReads, before.pushedReads);
+}
+
+TEST_F(MtCmaPush, AFailedPushFailsTheReceiveWithTheReason) {
+  auto outcome = receive();
+  write(privateSend());
+  expectPushRequest();
+  write(answer(1));
+  ASSERT_EQ(outcome.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  const std::string error = outcome.get();
+  EXPECT_NE(error.find("rpcjob_cma: the sender could not write the data"), std::string::npos)
+      << error;
+}
+
+// The sender may still be writing when a parked receive fails: its region must
+// never come back from the arena's cache under another tensor.
+TEST_F(MtCmaPush, AReceiveThatFailsWhileParkedRetiresItsRegion) {
+  auto& arena = runtime::host_memory::SharedArena::instance();
+  auto outcome = receive();
+  write(privateSend());
+  expectPushRequest();
+  peer_->hostile->close();  // the sender is gone before it answered
+  ASSERT_EQ(outcome.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_NE(outcome.get(), "");
+  const size_t regions = arena.mappedRegions();
+  const size_t cached = arena.cachedBytes();
+  into_ = at::Tensor();  // the pipe lets the buffer go
+  EXPECT_EQ(arena.mappedRegions(), regions - 1) << "the region was not unmapped";
+  EXPECT_EQ(arena.cachedBytes(), cached) << "the region went back to the cache";
+}
+
+// The channel sends; the raw peer, as a receiver, names a region the sender
+// cannot map: the sender refuses, keeps its send, and completes it on the ack
+// of the receiver's own read.
+TEST_F(MtCmaPush, ASenderRefusesARegionItCannotMapAndWaitsForTheAck) {
+  std::promise<std::string> sent;
+  peer_->channel->send(tensorpipe::CpuBuffer{source_.data_ptr()}, kBytes,
+                       [&](const tensorpipe::Error& e) { sent.set_value(e ? e.what() : ""); });
+  auto send = inbox_->take();
+  ASSERT_TRUE(send.has_value());
+  ASSERT_EQ(send->kind, runtime::channels::CopyKind::kSend);
+  runtime::channels::MtCmaWire ask;
+  ask.kind = runtime::channels::CopyKind::kPushRequest;
+  ask.seq = send->seq;
+  ask.pid = -5;  // no such process
+  ask.regionFd = 3;
+  ask.length = kBytes;
+  write(ask);
+  auto refused = inbox_->take();
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->kind, runtime::channels::CopyKind::kPushed);
+  EXPECT_EQ(refused->seq, send->seq);
+  EXPECT_EQ(refused->status, 2u);
+  auto done = sent.get_future();
+  EXPECT_EQ(done.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
+      << "a refused push must leave the send pending: the receiver reads it now";
+  runtime::channels::MtCmaWire ack;
+  ack.kind = runtime::channels::CopyKind::kAck;
+  ack.seq = send->seq;
+  write(ack);
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(done.get(), "");
+}
+
+// RPCJOB_MTCMA_PUSH=0 in every process: private tensors travel by
+// process_vm_readv again, exact.
+TEST(MtCmaWithoutPush, PrivateTensorsAreReadWithProcessVmReadv) {
+  ::setenv("RPCJOB_MTCMA_PUSH", "0", 1);
+  auto cluster = std::make_unique<Cluster>(1);
+  ::unsetenv("RPCJOB_MTCMA_PUSH");
+  runtime::Runtime& rt = cluster->driver();
+  at::Tensor sent = pattern((int64_t{8} << 20) + 5);
+  Counted worker(rt, "w1"), driver(rt, "driver");
+  at::Tensor back = rt.rpcSync("w1", "add", {sent, sent}).toTensor();
+  EXPECT_TRUE(at::equal(back, sent.add(sent)));
+  EXPECT_EQ(worker.delta(), reads(0, 2, 0));
+  EXPECT_EQ(driver.delta(), reads(0, 1, 0));
+  for (int code : cluster->shutdown()) EXPECT_EQ(code, 0);
+}
+
 // Last in this binary (suites run in the order they appear): it installs the
 // allocator in this process for good.
 TEST(SharedHostAllocatorCluster, TensorsOptedInProcessesMakeAreReadFromTheirArenas) {
@@ -490,8 +791,8 @@ TEST(SharedHostAllocatorCluster, TensorsOptedInProcessesMakeAreReadFromTheirAren
   Counted worker(rt, "w1"), driver(rt, "driver");
   at::Tensor back = rt.rpcSync("w1", "add", {a, a}).toTensor();
   EXPECT_TRUE(at::equal(back, a.add(a)));
-  EXPECT_EQ(worker.delta(), std::make_pair(int64_t{2}, int64_t{0}));  // our a, twice, mapped
-  EXPECT_EQ(driver.delta(), std::make_pair(int64_t{1}, int64_t{0}));  // w1's sum, mapped
+  EXPECT_EQ(worker.delta(), reads(2, 0, 0));  // our a, twice, mapped
+  EXPECT_EQ(driver.delta(), reads(1, 0, 0));  // w1's sum, mapped
   for (int code : cluster->shutdown()) EXPECT_EQ(code, 0);
 }
 

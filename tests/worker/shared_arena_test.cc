@@ -2,8 +2,9 @@
 // mapping of a peer's regions (peer_regions.h), in one process: the arena's
 // regions are sealed memfds named after the token and id, lookups answer for
 // ranges inside one region only, freed regions are reused and the cache stays
-// within its bound; a peer's region is mapped only when the descriptor named
-// is that region, and only for ranges inside it. No libtorch.
+// within its bound, a retired region is never reused; a peer's region is
+// mapped (read-only, or writable for a push) only when the descriptor named is
+// that region, and only for ranges inside it. No libtorch.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -113,6 +114,27 @@ TEST(SharedArena, FreedRegionsAreReusedBySize) {
   EXPECT_EQ(arena.cachedBytes(), 10 * MiB);
 }
 
+// A region a peer may still write into (a push whose receive failed) is never
+// handed out again: released, it is unmapped rather than cached.
+TEST(SharedArena, ARetiredRegionIsUnmappedWhenReleasedNotCached) {
+  SharedArena arena(64 * MiB);
+  char* a = static_cast<char*>(arena.allocate(4 * MiB));
+  void* b = arena.allocate(4 * MiB);
+  EXPECT_TRUE(arena.retire(a + 3 * MiB));  // any byte of it
+  int local = 0;
+  EXPECT_FALSE(arena.retire(&local));  // not in a region
+  EXPECT_FALSE(arena.retire(a + 5 * MiB + 64 * MiB));
+  EXPECT_EQ(arena.mappedRegions(), 2u);
+  EXPECT_TRUE(arena.release(a));
+  EXPECT_EQ(arena.mappedRegions(), 1u);
+  EXPECT_EQ(arena.cachedBytes(), 0u);
+  EXPECT_FALSE(arena.find(a, 1)) << "a retired region answers no lookup once released";
+  arena.release(b);  // the other one is cached as before
+  EXPECT_EQ(arena.cachedBytes(), 4 * MiB);
+  EXPECT_EQ(arena.allocate(4 * MiB), b);
+  arena.release(b);
+}
+
 TEST(SharedArena, TheCacheStaysWithinItsBoundOldestFirst) {
   SharedArena arena(5 * MiB);
   void* r[3];
@@ -213,6 +235,29 @@ TEST(PeerMappings, MapsARegionOnceAndReadsItsBytes) {
   past.length = 2;
   EXPECT_EQ(mappings.map(past, error), nullptr);
   EXPECT_NE(error.find("outside"), std::string::npos) << error;
+  arena.release(p);
+}
+
+// What a push writes through: the receiver's region mapped writable, the
+// bytes landing in the receiver's own view of it. A read-only cache gives no
+// writable pointer.
+TEST(PeerMappings, AWritableMappingWritesIntoTheRegion) {
+  SharedArena arena(64 * MiB);
+  char* p = static_cast<char*>(arena.allocate(4 * MiB));
+  std::memset(p, 0, 4 * MiB);
+  PeerMappings writable(64 * MiB, PeerAccess::kWrite);
+  std::string error;
+  auto m = writable.map(regionOf(arena, p + 4096, MiB), error);
+  ASSERT_NE(m, nullptr) << error;
+  ASSERT_NE(m->writable(), nullptr);
+  std::memset(m->writable() + 4096, 0x5a, MiB);
+  EXPECT_EQ(p[4096], 0x5a);
+  EXPECT_EQ(p[4096 + MiB - 1], 0x5a);
+  EXPECT_EQ(p[4096 + MiB], 0);
+  PeerMappings readOnly(64 * MiB);
+  auto r = readOnly.map(regionOf(arena, p, MiB), error);
+  ASSERT_NE(r, nullptr) << error;
+  EXPECT_EQ(r->writable(), nullptr);
   arena.release(p);
 }
 

@@ -106,11 +106,12 @@ void registerTestFunctions(runtime::Runtime& rt) {
   // A worker serves while its start() still connects to the others.
   rt.registerFunction("started", [](const CallInfo&, Args) { return c10::IValue(started.load()); });
   rt.registerFunction("identity", [](const CallInfo&, Args args) { return args.at(0); });
-  // What this process received over rpcjob_cma: (shared reads, cma reads).
+  // What this process received over rpcjob_cma: (shared reads, cma reads, pushed).
   rt.registerFunction("mtcma_counters", [](const CallInfo&, Args) {
     const auto c = runtime::channels::mtCmaCounters();
-    return c10::IValue(c10::ivalue::Tuple::create(
-        {static_cast<int64_t>(c.sharedReads), static_cast<int64_t>(c.cmaReads)}));
+    return c10::IValue(c10::ivalue::Tuple::create({static_cast<int64_t>(c.sharedReads),
+                                                   static_cast<int64_t>(c.cmaReads),
+                                                   static_cast<int64_t>(c.pushedReads)}));
   });
   // This process's shared-memory lane counters: (lanes up, declined, failed,
   // frames sent, frames received).

@@ -8,6 +8,12 @@
 // far the other got. So does a control message of the wrong size or an unknown
 // kind: the peer is broken or hostile.
 //
+// A channel may add control messages of its own (rpcjob_cma's push: the
+// receiver asks the sender to write into its memory): onControl() gets every
+// kind beyond kSend and kAck; takeSend() hands it a pending send to complete
+// itself; park() holds a receive until the sender's answer, and the channel's
+// failure fails parked receives after abandon().
+//
 // A channel derives from CopyChannel<Itself, Wire, PendingSend, PendingRecv> and
 // befriends it. It supplies:
 //   Wire: trivially copyable, with `CopyKind kind`, `uint64_t seq`, `uint64_t length`
@@ -19,6 +25,9 @@
 //   Error acked(PendingSend&, const Wire& ack)
 //   static PendingRecv pendingRecv(Buffer&, size_t length, TRecvCallback)
 //   void copy(PendingRecv, const Wire& send): ends in acknowledge() or fail()
+// and may hide (defaults: unknown kind, nothing):
+//   bool onControl(const Wire&): false fails the channel (an unknown kind)
+//   void abandon(PendingRecv&): a parked receive failed by the channel's failure
 // The calls are resolved at compile time: the hot path costs what a hand-written
 // channel does.
 
@@ -33,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -42,7 +52,8 @@
 namespace rpcjob::runtime::channels {
 
 // The first field of every control message, as it has always been on the wire.
-enum class CopyKind : uint32_t { kSend = 1, kAck = 2 };
+// kPushRequest and kPushed: rpcjob_cma's push (mtcma_channel.h), unknown to others.
+enum class CopyKind : uint32_t { kSend = 1, kAck = 2, kPushRequest = 3, kPushed = 4 };
 
 // "<channel>: <what>", the text TensorPipe reports for a channel's errors.
 class ChannelError final : public tensorpipe::BaseError {
@@ -146,32 +157,43 @@ class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<
   // data ordered on the receiver's stream) and acks once its copy has finished.
   void acknowledgeLater(std::shared_ptr<Wire> ack) { post(std::move(ack)); }
 
-  // Why the channel failed, "" while it works.
-  std::string failure() {
+  // Defaults of what a channel may hide (see the top).
+  bool onControl(const Wire&) { return false; }
+  void abandon(PendingRecv&) {}
+
+  // The pending send `seq`, taken out: from now on the channel completes it
+  // itself, and a failure of the channel no longer does. Empty when there is
+  // no such send (or the channel failed).
+  std::optional<PendingSend> takeSend(uint64_t seq) {
     std::lock_guard<std::mutex> lock(mu_);
-    return error_;
+    auto it = sends_.find(seq);
+    if (it == sends_.end()) return std::nullopt;
+    std::optional<PendingSend> s(std::move(it->second));
+    sends_.erase(it);
+    return s;
   }
 
-  void fail(const std::string& why) {
-    std::map<uint64_t, PendingSend> sends;
-    std::deque<PendingRecv> recvs;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (error_.empty()) error_ = why;
-      sends.swap(sends_);
-      recvs.swap(recvs_);
-      arrived_.clear();
+  // Holds `r` under its send's seq until unpark(); when the channel has failed
+  // already, abandons and fails it at once.
+  void park(uint64_t seq, PendingRecv r) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (error_.empty()) {
+      parked_.emplace(seq, std::move(r));
+      return;
     }
-    connection_->close();
-    for (auto& [seq, s] : sends) {
-      impl().release(s);
-      s.callback(Impl::makeError(why));
-    }
-    for (auto& r : recvs) r.callback(Impl::makeError(why));
+    std::string e = error_;
+    lock.unlock();
+    impl().abandon(r);
+    r.callback(Impl::makeError(e));
   }
-
- private:
-  Impl& impl() { return static_cast<Impl&>(*this); }
+  std::optional<PendingRecv> unpark(uint64_t seq) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = parked_.find(seq);
+    if (it == parked_.end()) return std::nullopt;
+    std::optional<PendingRecv> r(std::move(it->second));
+    parked_.erase(it);
+    return r;
+  }
 
   // `m` lives until the write completes.
   void post(std::shared_ptr<Wire> m) {
@@ -181,6 +203,39 @@ class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<
       if (e) self->fail(e.what());
     });
   }
+
+  // Why the channel failed, "" while it works.
+  std::string failure() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+  void fail(const std::string& why) {
+    std::map<uint64_t, PendingSend> sends;
+    std::deque<PendingRecv> recvs;
+    std::map<uint64_t, PendingRecv> parked;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (error_.empty()) error_ = why;
+      sends.swap(sends_);
+      recvs.swap(recvs_);
+      parked.swap(parked_);
+      arrived_.clear();
+    }
+    connection_->close();
+    for (auto& [seq, s] : sends) {
+      impl().release(s);
+      s.callback(Impl::makeError(why));
+    }
+    for (auto& r : recvs) r.callback(Impl::makeError(why));
+    for (auto& [seq, r] : parked) {
+      impl().abandon(r);
+      r.callback(Impl::makeError(why));
+    }
+  }
+
+ private:
+  Impl& impl() { return static_cast<Impl&>(*this); }
 
   void readNext() {
     auto self = this->shared_from_this();
@@ -202,7 +257,7 @@ class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<
         std::unique_lock<std::mutex> lock(self->mu_);
         self->arrived_.push_back(m);
         self->matchLocked(lock);
-      } else {
+      } else if (!self->impl().onControl(m)) {
         self->fail("unknown control message kind");
         return;
       }
@@ -244,6 +299,7 @@ class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<
   std::map<uint64_t, PendingSend> sends_;
   std::deque<PendingRecv> recvs_;
   std::deque<Wire> arrived_;
+  std::map<uint64_t, PendingRecv> parked_;  // by their sends' seq
 };
 
 }  // namespace rpcjob::runtime::channels

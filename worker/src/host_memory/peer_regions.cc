@@ -32,10 +32,11 @@ std::string checkPeerRegion(const PeerRegion& region, const std::string& link, i
 }
 
 PeerMapping::~PeerMapping() {
-  ::munmap(const_cast<char*>(base_), size_);
+  ::munmap(base_, size_);
 }
 
-PeerMappings::PeerMappings(size_t maxBytes) : maxBytes_(maxBytes) {}
+PeerMappings::PeerMappings(size_t maxBytes, PeerAccess access)
+    : maxBytes_(maxBytes), access_(access) {}
 
 size_t PeerMappings::maxBytesFromEnv() {
   const char* env = std::getenv("RPCJOB_PEER_MAP_CACHE_MB");
@@ -47,17 +48,19 @@ size_t PeerMappings::maxBytesFromEnv() {
 std::shared_ptr<const PeerMapping> PeerMappings::open(const PeerRegion& region,
                                                       std::string& error) {
   uint64_t fileSize = 0;
-  const int fd = openPeerMemfd(fileOf(region), O_RDONLY, fileSize, error);
+  const bool write = access_ == PeerAccess::kWrite;
+  const int fd = openPeerMemfd(fileOf(region), write ? O_RDWR : O_RDONLY, fileSize, error);
   if (fd < 0) return nullptr;
   const size_t size = static_cast<size_t>(fileSize);
-  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+  void* p = ::mmap(nullptr, size, write ? PROT_READ | PROT_WRITE : PROT_READ,
+                   MAP_SHARED | MAP_POPULATE, fd, 0);
   const int e = errno;
   ::close(fd);  // the mapping keeps the file
   if (p == MAP_FAILED) {
     error = "cannot map " + describe(region) + ": " + std::strerror(e);
     return nullptr;
   }
-  return std::make_shared<PeerMapping>(static_cast<const char*>(p), size);
+  return std::make_shared<PeerMapping>(static_cast<char*>(p), size, write);
 }
 
 std::shared_ptr<const PeerMapping> PeerMappings::map(const PeerRegion& region, std::string& error) {

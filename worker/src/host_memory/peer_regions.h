@@ -1,6 +1,8 @@
 #pragma once
-// A peer's shared regions (shared_arena.h), mapped read-only in this process so
-// that rpcjob_cma's receiver copies from them with memcpy.
+// A peer's shared regions (shared_arena.h), mapped in this process so that
+// rpcjob_cma copies with memcpy: read-only where the receiver reads the
+// sender's region, writable where the sender writes into the receiver's
+// (the receiver asks for that push: mtcma_channel.h).
 //
 // The peer names a region in a control message: its pid, its token, the
 // region's id, the peer's fd number, and the range wanted. We open it and check
@@ -46,26 +48,32 @@ struct PeerRegion {
 std::string checkPeerRegion(const PeerRegion& region, const std::string& link, int seals,
                             uint64_t fileSize);
 
-// One read-only mapping of a peer's whole region; unmapped when the last
-// holder lets go (a copy in flight keeps it past the cache's eviction).
+// One mapping of a peer's whole region; unmapped when the last holder lets go
+// (a copy in flight keeps it past the cache's eviction). writable() is null
+// unless the cache maps for writing.
 class PeerMapping {
  public:
-  PeerMapping(const char* base, size_t size) : base_(base), size_(size) {}
+  PeerMapping(char* base, size_t size, bool writable)
+      : base_(base), size_(size), writable_(writable) {}
   ~PeerMapping();
   PeerMapping(const PeerMapping&) = delete;
   PeerMapping& operator=(const PeerMapping&) = delete;
   const char* base() const { return base_; }
+  char* writable() const { return writable_ ? base_ : nullptr; }
   size_t size() const { return size_; }
 
  private:
-  const char* base_;
+  char* base_;
   size_t size_;
+  bool writable_;
 };
+
+enum class PeerAccess { kRead, kWrite };
 
 class PeerMappings {
  public:
   // maxBytes: how much of peers' memory stays mapped between transfers.
-  explicit PeerMappings(size_t maxBytes);
+  explicit PeerMappings(size_t maxBytes, PeerAccess access = PeerAccess::kRead);
   // RPCJOB_PEER_MAP_CACHE_MB (default 2048).
   static size_t maxBytesFromEnv();
 
@@ -86,6 +94,7 @@ class PeerMappings {
   std::shared_ptr<const PeerMapping> open(const PeerRegion& region, std::string& error);
 
   const size_t maxBytes_;
+  const PeerAccess access_;
   mutable std::mutex mu_;
   std::list<Entry> entries_;  // most recently used first
   size_t bytes_ = 0;

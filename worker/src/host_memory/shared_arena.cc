@@ -125,7 +125,7 @@ bool SharedArena::release(void* ptr) {
   auto it = regions_.find(base);
   if (it == regions_.end() || it->second.cached) return false;
   Region& region = it->second;
-  if (region.size <= cacheLimit_) {
+  if (!region.retired && region.size <= cacheLimit_) {
     while (cachedBytes_ + region.size > cacheLimit_ && !cache_.empty()) {
       auto oldest = regions_.find(cache_.front());
       cachedBytes_ -= oldest->second.size;
@@ -141,6 +141,17 @@ bool SharedArena::release(void* ptr) {
     regions_.erase(it);
   }
   count_.store(regions_.size(), std::memory_order_release);
+  return true;
+}
+
+bool SharedArena::retire(const void* ptr) {
+  const auto at = reinterpret_cast<uintptr_t>(ptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = regions_.upper_bound(at);
+  if (it == regions_.begin()) return false;
+  --it;
+  if (at - it->first >= it->second.size) return false;
+  it->second.retired = true;
   return true;
 }
 

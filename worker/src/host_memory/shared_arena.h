@@ -65,6 +65,12 @@ class SharedArena {
   // Gives back a region allocate() returned (its start); the cache keeps it or
   // unmaps it. Anything else is ignored: false.
   bool release(void* base);
+  // The region holding `ptr` never goes back to the cache: release() unmaps it
+  // and closes its memfd. For a region a peer may still write into (a receive
+  // that failed while the sender pushed into it, rpcjob_cma): the pages then
+  // live on only in the peer's mapping, never under another tensor. False when
+  // `ptr` lies in no region.
+  bool retire(const void* ptr);
 
   // The shared region [ptr, ptr + length) lies in entirely, if any (length 0:
   // the byte at ptr). Regions in the cache count too: callers only ask about
@@ -83,6 +89,7 @@ class SharedArena {
     int fd = -1;  // -1: a private mapping
     uint64_t id = 0;
     bool cached = false;
+    bool retired = false;  // retire(): unmapped when released, never cached
   };
   void* mapNew(size_t size, Region& region);
   void unmap(uintptr_t base, const Region& region);

@@ -5,6 +5,7 @@
 #include "../../trace/trace.h"
 #include "../copy_context.h"
 #include "chunk_plan.h"
+#include "copy_pool.h"
 #include "wire_message.h"
 
 #include <sys/prctl.h>
@@ -25,13 +26,12 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -164,105 +164,22 @@ using WireMessage = MtCmaWire;
 
 // mtCmaCounters()'s, process-wide.
 std::atomic<uint64_t> sharedReads{0}, sharedBytes{0}, cmaReads{0}, cmaBytes{0};
+std::atomic<uint64_t> pushedReads{0}, pushedBytes{0}, pushesRefused{0};
 
 struct PendingSend {
   tensorpipe::channel::TSendCallback callback;
+  const char* ptr = nullptr;  // what a push copies from
+  size_t length = 0;
 };
 struct PendingRecv {
   char* ptr;
   size_t length;
   tensorpipe::channel::TRecvCallback callback;
+  WireMessage request;  // the sender's, while parked for a push
 };
 
-// Runs tasks on a few threads; drains its queue before the threads exit. The
-// threads share the queue's state, so a task that drops the last reference to
-// the context (and so to the pool) does not pull the state from under them.
-class CopyPool {
- public:
-  // spin: how long an idle thread polls the queue before it sleeps (0: sleeps
-  // at once). A sleeping thread costs a futex wake-up, and on a virtual machine
-  // an idle vCPU's wake-up, before it starts its piece.
-  CopyPool(size_t threads, std::chrono::microseconds spin) : state_(std::make_shared<State>()) {
-    state_->spin = spin;
-    for (size_t i = 0; i < threads; ++i) {
-      threads_.emplace_back([state = state_] { loop(*state); });
-    }
-  }
-  ~CopyPool() { stop(); }
-
-  void post(std::vector<std::function<void()>> tasks) {
-    {
-      std::lock_guard<std::mutex> lock(state_->mu);
-      for (auto& t : tasks) state_->tasks.push_back(std::move(t));
-      state_->queued.store(state_->tasks.size(), std::memory_order_release);
-    }
-    // One wake-up per task: a transfer of fewer pieces than threads leaves the
-    // rest asleep rather than racing them for the queue's lock.
-    if (tasks.size() >= threads_.size()) {
-      state_->cv.notify_all();
-    } else {
-      for (size_t i = 0; i < tasks.size(); ++i) state_->cv.notify_one();
-    }
-  }
-
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(state_->mu);
-      if (state_->stopping) return;
-      state_->stopping = true;
-      state_->stopRequested.store(true, std::memory_order_release);
-    }
-    state_->cv.notify_all();
-    for (auto& t : threads_) {
-      if (t.get_id() == std::this_thread::get_id()) {
-        t.detach();  // a pool task dropped the last reference to the context
-      } else if (t.joinable()) {
-        t.join();
-      }
-    }
-  }
-
-  size_t size() const { return threads_.size(); }
-
- private:
-  struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<std::function<void()>> tasks;
-    bool stopping = false;
-    std::chrono::microseconds spin{0};
-    std::atomic<size_t> queued{0};  // tasks.size(), read without the lock
-    std::atomic<bool> stopRequested{false};
-  };
-
-  static void spinForWork(State& state) {
-    const auto until = std::chrono::steady_clock::now() + state.spin;
-    while (state.queued.load(std::memory_order_acquire) == 0 &&
-           !state.stopRequested.load(std::memory_order_acquire) &&
-           std::chrono::steady_clock::now() < until) {
-      std::this_thread::yield();
-    }
-  }
-
-  static void loop(State& state) {
-    for (;;) {
-      std::function<void()> task;
-      if (state.spin.count() > 0) spinForWork(state);
-      {
-        std::unique_lock<std::mutex> lock(state.mu);
-        state.cv.wait(lock, [&state] { return state.stopping || !state.tasks.empty(); });
-        if (state.tasks.empty()) return;  // stopping, queue drained
-        task = std::move(state.tasks.front());
-        state.tasks.pop_front();
-        state.queued.store(state.tasks.size(), std::memory_order_release);
-      }
-      task();
-    }
-  }
-
-  std::shared_ptr<State> state_;
-  std::vector<std::thread> threads_;
-};
+// A push pays one control message more than a pull; below this it cannot win.
+constexpr size_t kMinPush = 2 * kMinPiece;
 
 class MtCmaChannel;
 
@@ -275,10 +192,14 @@ class MtCmaContext final : public CopyContext, public std::enable_shared_from_th
     size_t hardware = std::max<size_t>(1, std::thread::hardware_concurrency());
     if (threads == 0) threads = envSize("RPCJOB_MTCMA_THREADS", std::min<size_t>(8, hardware));
     chunkBytes_ = envSize("RPCJOB_MTCMA_CHUNK_BYTES", 0);
+    const char* push = std::getenv("RPCJOB_MTCMA_PUSH");
+    askForPushes_ = push == nullptr || std::string(push) != "0";
     const std::chrono::microseconds spin(envSize("RPCJOB_MTCMA_SPIN_US", 0));
     pool_ = std::make_unique<CopyPool>(std::max<size_t>(1, threads), spin);
-    peers_ =
-        std::make_unique<host_memory::PeerMappings>(host_memory::PeerMappings::maxBytesFromEnv());
+    const size_t mapBytes = host_memory::PeerMappings::maxBytesFromEnv();
+    peers_ = std::make_unique<host_memory::PeerMappings>(mapBytes);
+    writablePeers_ =
+        std::make_unique<host_memory::PeerMappings>(mapBytes, host_memory::PeerAccess::kWrite);
     setViable({{Device{tensorpipe::kCpuDeviceType, 0}, std::move(descriptor)}});
   }
   ~MtCmaContext() override {
@@ -296,15 +217,19 @@ class MtCmaContext final : public CopyContext, public std::enable_shared_from_th
 
   CopyPool& pool() { return *pool_; }
   host_memory::PeerMappings& peerMappings() { return *peers_; }
+  host_memory::PeerMappings& writablePeerMappings() { return *writablePeers_; }
   ChunkPlan planFor(size_t length) const { return planChunks(length, pool_->size(), chunkBytes_); }
+  bool askForPushes() const { return askForPushes_; }
 
  private:
   std::shared_ptr<CopyChannelBase> makeChannel(
       std::shared_ptr<tensorpipe::transport::Connection> connection) override;
 
   size_t chunkBytes_ = 0;
+  bool askForPushes_ = true;
   std::unique_ptr<CopyPool> pool_;
   std::unique_ptr<host_memory::PeerMappings> peers_;
+  std::unique_ptr<host_memory::PeerMappings> writablePeers_;
 };
 
 class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, PendingSend, PendingRecv> {
@@ -320,8 +245,10 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
     return Error(std::make_shared<ChannelError>(kMtCmaChannelName, what), __FILE__, __LINE__);
   }
 
-  bool describe(Buffer& buffer, WireMessage& m, PendingSend&, std::string&) {
+  bool describe(Buffer& buffer, WireMessage& m, PendingSend& s, std::string&) {
     const void* ptr = buffer.unwrap<CpuBuffer>().ptr;
+    s.ptr = static_cast<const char*>(ptr);
+    s.length = m.length;
     m.pid = static_cast<int64_t>(::getpid());
     m.address = reinterpret_cast<uintptr_t>(ptr);
     const auto& arena = host_memory::SharedArena::instance();
@@ -340,7 +267,7 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
   static PendingRecv pendingRecv(Buffer& buffer, size_t length,
                                  tensorpipe::channel::TRecvCallback callback) {
     return PendingRecv{static_cast<char*>(buffer.unwrap<CpuBuffer>().ptr), length,
-                       std::move(callback)};
+                       std::move(callback), WireMessage{}};
   }
 
   // Where a transfer's bytes come from: a mapping of the sender's shared
@@ -360,40 +287,9 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
     return readRemote(static_cast<pid_t>(m.pid), to + offset, m.address + offset, length);
   }
 
-  // A split read: the pieces count down; the last one finishes the transfer.
-  struct Transfer {
-    PendingRecv recv;
-    WireMessage request;
-    Source source;
-    ChunkPlan plan;
-    std::atomic<size_t> remaining{0};
-    std::mutex mu;
-    std::string error;
-  };
-
-  // Reads piece i of the transfer; the last piece to end acks and completes it.
-  void readPiece(const std::shared_ptr<Transfer>& transfer, size_t i) {
-    const size_t offset = i * transfer->plan.piece;
-    const size_t length = std::min(transfer->plan.piece, transfer->recv.length - offset);
-    // Once the channel failed, the sender may already reuse its memory.
-    std::string error = failure();
-    if (error.empty()) {
-      error = readRange(transfer->source, transfer->request, transfer->recv.ptr, offset, length);
-    }
-    if (!error.empty()) {
-      std::lock_guard<std::mutex> lock(transfer->mu);
-      if (transfer->error.empty()) transfer->error = error;
-    }
-    if (transfer->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::string final;
-      {
-        std::lock_guard<std::mutex> lock(transfer->mu);
-        final = transfer->error;
-      }
-      finish(std::move(transfer->recv), transfer->request, transfer->source, final);
-    }
-  }
-
+  // The receiver's side of a send: a push when the sender's bytes are private
+  // and ours land in the arena (the sender copies with memcpy into a mapping
+  // of our region, where we would pull with process_vm_readv), else a pull.
   void copy(PendingRecv r, const WireMessage& m) {
     if (m.length != r.length) {
       finish(std::move(r), m, Source{},
@@ -401,6 +297,30 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
                  " expected");
       return;
     }
+    if (m.regionFd == -1 && r.length >= kMinPush && context_->askForPushes()) {
+      const auto& arena = host_memory::SharedArena::instance();
+      if (auto span = arena.find(r.ptr, r.length)) {
+        auto ask = std::make_shared<WireMessage>();
+        ask->kind = CopyKind::kPushRequest;
+        ask->seq = m.seq;
+        ask->pid = static_cast<int64_t>(::getpid());
+        ask->length = r.length;
+        ask->regionFd = span->fd;
+        ask->token = arena.token();
+        ask->regionId = span->id;
+        ask->regionOffset = span->offset;
+        r.request = m;
+        trace::point("cma.push.ask", r.length);
+        park(m.seq, std::move(r));  // first: the answer may come before post() returns
+        post(std::move(ask));
+        return;
+      }
+    }
+    pull(std::move(r), m);
+  }
+
+  // Reads the sender's bytes ourselves, then acks.
+  void pull(PendingRecv r, const WireMessage& m) {
     Source source;
     if (m.regionFd != -1) {
       std::string error;
@@ -415,26 +335,20 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
     }
     const ChunkPlan plan = context_->planFor(r.length);
     trace::point("cma.copy", plan.pieces);
-    if (plan.pieces <= 1) {
-      std::string error = readRange(source, m, r.ptr, 0, r.length);
-      finish(std::move(r), m, source, error);
-      return;
-    }
-    auto transfer = std::make_shared<Transfer>();
-    transfer->recv = std::move(r);
-    transfer->request = m;
-    transfer->source = std::move(source);
-    transfer->plan = plan;
-    transfer->remaining = plan.pieces;
-    const size_t first = plan.readerTakesFirst ? 1 : 0;
-    std::vector<std::function<void()>> tasks;
-    tasks.reserve(plan.pieces - first);
     auto self = shared_from_this();
-    for (size_t i = first; i < plan.pieces; ++i) {
-      tasks.push_back([self, transfer, i] { self->readPiece(transfer, i); });
-    }
-    context_->pool().post(std::move(tasks));
-    if (first == 1) readPiece(transfer, 0);  // while the pool reads the rest
+    char* to = r.ptr;
+    const size_t length = r.length;
+    auto recv = std::make_shared<PendingRecv>(std::move(r));
+    copyInPieces(
+        context_->pool(), plan, length,
+        [self, source, m, to](size_t offset, size_t n) {
+          // Once the channel failed, the sender may already reuse its memory.
+          std::string error = self->failure();
+          return error.empty() ? readRange(source, m, to, offset, n) : error;
+        },
+        [self, recv, m, source](const std::string& error) {
+          self->finish(std::move(*recv), m, source, error);
+        });
   }
 
   // Acks the sender (with the outcome) and completes the receive.
@@ -448,6 +362,103 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
     ack->status = error.empty() ? 0 : 1;
     acknowledge(std::move(ack), r, error);
   }
+
+  // The push's two messages; anything else is unknown (false).
+  bool onControl(const WireMessage& m) {
+    if (m.kind == CopyKind::kPushRequest) {
+      push(m);
+      return true;
+    }
+    if (m.kind == CopyKind::kPushed) {
+      pushed(m);
+      return true;
+    }
+    return false;
+  }
+
+  // The sender's side: the receiver asks us to write our bytes into its
+  // region. Its answer, kPushed, says how it went: 0 written, 1 failed while
+  // writing, 2 refused before touching anything (the receiver then pulls, and
+  // acks as usual).
+  void push(const WireMessage& ask) {
+    auto answer = std::make_shared<WireMessage>();
+    answer->kind = CopyKind::kPushed;
+    answer->seq = ask.seq;
+    if (ask.pid == static_cast<int64_t>(::getpid())) {
+      fail("a push request names a region of this process");  // never ours to write
+      return;
+    }
+    std::string error;
+    auto mapping = context_->writablePeerMappings().map(
+        host_memory::PeerRegion{ask.pid, ask.token, ask.regionId, ask.regionFd, ask.regionOffset,
+                                ask.length},
+        error);
+    if (mapping == nullptr) {
+      // The receiver's region is out of our reach (its descriptor closed
+      // meanwhile, or a write mapping denied): it reads ours instead.
+      answer->status = 2;
+      trace::point("cma.push.refused");
+      post(std::move(answer));
+      return;
+    }
+    std::optional<PendingSend> send = takeSend(ask.seq);
+    if (!send) {
+      if (failure().empty()) fail("a push request for no pending send");
+      return;
+    }
+    if (send->length != ask.length) {
+      send->callback(makeError("a push request for " + std::to_string(ask.length) + " bytes of a " +
+                               std::to_string(send->length) + "-byte send"));
+      fail("a push request of the wrong length");
+      return;
+    }
+    const ChunkPlan plan = context_->planFor(ask.length);
+    trace::point("cma.push", plan.pieces);
+    auto self = shared_from_this();
+    char* to = mapping->writable() + ask.regionOffset;
+    const char* from = send->ptr;
+    auto pending = std::make_shared<PendingSend>(std::move(*send));
+    copyInPieces(
+        context_->pool(), plan, ask.length,
+        [mapping, to, from](size_t offset, size_t n) {
+          std::memcpy(to + offset, from + offset, n);
+          return std::string();
+        },
+        [self, pending, answer](const std::string& error) {
+          answer->status = error.empty() ? 0 : 1;
+          self->post(answer);
+          trace::point("cma.pushed");
+          const std::string failed = self->failure();
+          pending->callback(failed.empty() ? Error::kSuccess : makeError(failed));
+        });
+  }
+
+  // The receiver's side: the sender's answer to our push request.
+  void pushed(const WireMessage& answer) {
+    std::optional<PendingRecv> r = unpark(answer.seq);
+    if (!r) {
+      if (failure().empty()) fail("a push answer for no receive asked");
+      return;
+    }
+    if (answer.status == 2) {
+      pushesRefused.fetch_add(1, std::memory_order_relaxed);
+      const WireMessage request = r->request;
+      pull(std::move(*r), request);
+      return;
+    }
+    if (answer.status != 0) {
+      r->callback(makeError("the sender could not write the data"));
+      return;
+    }
+    pushedReads.fetch_add(1, std::memory_order_relaxed);
+    pushedBytes.fetch_add(r->length, std::memory_order_relaxed);
+    trace::point("copy.received");
+    r->callback(Error::kSuccess);
+  }
+
+  // A receive failed while the sender may still write into its region: the
+  // region must not go back to the arena's cache, under another tensor.
+  void abandon(PendingRecv& r) { host_memory::SharedArena::instance().retire(r.ptr); }
 
   std::shared_ptr<MtCmaContext> context_;
 };
@@ -464,9 +475,15 @@ std::shared_ptr<tensorpipe::channel::Context> createMtCmaChannel(size_t threads)
 }
 
 MtCmaCounters mtCmaCounters() {
-  return MtCmaCounters{
-      sharedReads.load(std::memory_order_relaxed), sharedBytes.load(std::memory_order_relaxed),
-      cmaReads.load(std::memory_order_relaxed), cmaBytes.load(std::memory_order_relaxed)};
+  MtCmaCounters c;
+  c.sharedReads = sharedReads.load(std::memory_order_relaxed);
+  c.sharedBytes = sharedBytes.load(std::memory_order_relaxed);
+  c.cmaReads = cmaReads.load(std::memory_order_relaxed);
+  c.cmaBytes = cmaBytes.load(std::memory_order_relaxed);
+  c.pushedReads = pushedReads.load(std::memory_order_relaxed);
+  c.pushedBytes = pushedBytes.load(std::memory_order_relaxed);
+  c.pushesRefused = pushesRefused.load(std::memory_order_relaxed);
+  return c;
 }
 
 }  // namespace rpcjob::runtime::channels

@@ -7,6 +7,11 @@
 // mapping of it instead of calling process_vm_readv. Peers of version 1 sent
 // 40-byte messages; the version is part of the channel's device descriptor, so
 // TensorPipe never pairs two versions on this channel (they fall back to cma).
+//
+// Version 3 added the push (mtcma_channel.h): kPushRequest, receiver to sender,
+// names the receiver's region as a kSend names the sender's (pid, regionFd,
+// token, regionId, regionOffset, length; seq: the send's); kPushed, sender to
+// receiver, answers it in status (0 written, 1 failed, 2 refused: pull).
 
 #include <cstdint>
 
@@ -14,11 +19,11 @@
 
 namespace rpcjob::runtime::channels {
 
-inline constexpr int kMtCmaWireVersion = 2;
+inline constexpr int kMtCmaWireVersion = 3;
 
 struct MtCmaWire {
   CopyKind kind = CopyKind::kSend;
-  uint32_t status = 0;  // kAck: 0 ok, 1 the receiver failed to read
+  uint32_t status = 0;  // kAck: 0 ok, 1 the receiver failed to read; kPushed: above
   uint64_t seq = 0;
   int64_t pid = 0;
   uint64_t address = 0;
@@ -32,6 +37,6 @@ struct MtCmaWire {
   uint64_t regionId = 0;
   uint64_t regionOffset = 0;
 };
-static_assert(sizeof(MtCmaWire) == 72, "version 2's wire format: change kMtCmaWireVersion with it");
+static_assert(sizeof(MtCmaWire) == 72, "version 3's wire format: change kMtCmaWireVersion with it");
 
 }  // namespace rpcjob::runtime::channels
