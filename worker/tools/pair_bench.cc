@@ -210,17 +210,19 @@ PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& co
   r.from = rt.self().name;
   r.peer = peer;
   r.measured = true;
-  // RPCJOB_BENCH_ONLY=4mb-shared: that round trip alone, to trace it (RPCJOB_TRACE,
+  // RPCJOB_BENCH_ONLY=4mb or 4mb-shared: that round trip alone (the plain
+  // tensor's, or the opted-in one's), to trace it (RPCJOB_TRACE,
   // benchmarks/profile/trace_timeline.py); the other figures stay 0.
   const char* onlyEnv = std::getenv("RPCJOB_BENCH_ONLY");
-  const bool only4mbShared = onlyEnv != nullptr && std::string(onlyEnv) == "4mb-shared";
-  if (!only4mbShared) measureCalls(rt, peer, config, r);
+  const std::string only = onlyEnv != nullptr ? onlyEnv : "";
+  const bool only4mb = only == "4mb" || only == "4mb-shared";
+  if (!only4mb) measureCalls(rt, peer, config, r);
 
   // Plain tensors first; then the same with useSharedHostAllocator(), the
   // opt-in that puts them in the arena (process-wide and for good: last).
   const int64_t kFloats = 100 * 1000 * 1000;  // 400 MB of float32
   for (bool shared : {false, true}) {
-    if (only4mbShared && !shared) continue;
+    if (only4mb && shared != (only == "4mb-shared")) continue;
     if (shared) runtime::useSharedHostAllocator();
     at::Tensor mid = at::ones({1 << 20});
     if (shared && !runtime::isSharedHost(mid)) {
@@ -228,7 +230,7 @@ PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& co
     }
     (shared ? r.rtt4mbSharedMs : r.rtt4mbMs) =
         tensorRtt(rt, peer, mid, config.rtt4mbIterations) * 1e3;
-    if (!config.large || only4mbShared) continue;
+    if (!config.large || only4mb) continue;
     at::Tensor big = at::ones({kFloats});
     double seconds = tensorRtt(rt, peer, big, config.rtt400mbIterations);
     (shared ? r.rtt400mbSharedMs : r.rtt400mbMs) = seconds * 1e3;
