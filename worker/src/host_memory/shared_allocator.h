@@ -7,6 +7,9 @@
 // other with process_vm_readv, whose page pinning made a 4 MB round trip take
 // 0.53-0.64 ms on the GPU hosts against 0.28-0.38 ms from the arena
 // (benchmarks/results/2026-11-25-h100x1-session14.md, 2026-11-28-h200x2-x4.md).
+// Since rpcjob_cma's push, a plain tensor received into an arena buffer (4 MiB
+// and more) travels by memcpy too; the allocator still spares the push's extra
+// control message, and reaches tensors sent to buffers below 4 MiB.
 // emptySharedHost() only reaches the tensors a program makes with it; this
 // reaches the ones it makes with at::ones, torch::randn or any operation.
 //
