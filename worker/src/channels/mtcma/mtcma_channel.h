@@ -48,7 +48,10 @@
 // through /proc needs the same ptrace access, and a peer that asks for a push
 // could already write our memory (process_vm_writev, the same rule). The checks
 // are against a broken or hostile message reading or writing anything but the
-// region it names (never one of ours), or crashing us.
+// region it names (never one of ours), or crashing us. A push request could
+// name a region of a third rpcjob process of the same user: TensorPipe's
+// connections carry no peer credentials to check it against, and that process
+// is open to the requester's process_vm_writev as well.
 //
 // Viability follows cma's rule: same boot id, PID and user namespaces, real ==
 // effective == saved user/group ids, dumpable, the same permitted capabilities,
