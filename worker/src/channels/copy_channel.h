@@ -166,11 +166,7 @@ class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<
   // no such send (or the channel failed).
   std::optional<PendingSend> takeSend(uint64_t seq) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = sends_.find(seq);
-    if (it == sends_.end()) return std::nullopt;
-    std::optional<PendingSend> s(std::move(it->second));
-    sends_.erase(it);
-    return s;
+    return take(sends_, seq);
   }
 
   // Holds `r` under its send's seq until unpark(); when the channel has failed
@@ -188,11 +184,7 @@ class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<
   }
   std::optional<PendingRecv> unpark(uint64_t seq) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = parked_.find(seq);
-    if (it == parked_.end()) return std::nullopt;
-    std::optional<PendingRecv> r(std::move(it->second));
-    parked_.erase(it);
-    return r;
+    return take(parked_, seq);
   }
 
   // `m` lives until the write completes.
@@ -237,6 +229,16 @@ class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<
  private:
   Impl& impl() { return static_cast<Impl&>(*this); }
 
+  // The entry `seq` of a pending map, removed (mu_ held); empty when absent.
+  template <typename Pending>
+  static std::optional<Pending> take(std::map<uint64_t, Pending>& from, uint64_t seq) {
+    auto it = from.find(seq);
+    if (it == from.end()) return std::nullopt;
+    std::optional<Pending> taken(std::move(it->second));
+    from.erase(it);
+    return taken;
+  }
+
   void readNext() {
     auto self = this->shared_from_this();
     connection_->read([self](const tensorpipe::Error& e, const void* ptr, size_t length) {
@@ -267,16 +269,10 @@ class CopyChannel : public CopyChannelBase, public std::enable_shared_from_this<
 
   void onAck(const Wire& ack) {
     trace::point("copy.acked");
-    PendingSend s;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = sends_.find(ack.seq);
-      if (it == sends_.end()) return;
-      s = std::move(it->second);
-      sends_.erase(it);
-    }
-    tensorpipe::Error result = impl().acked(s, ack);
-    s.callback(result);
+    std::optional<PendingSend> s = takeSend(ack.seq);
+    if (!s) return;
+    tensorpipe::Error result = impl().acked(*s, ack);
+    s->callback(result);
   }
 
   // The copies run outside the lock: they may take long, or complete inline.

@@ -147,10 +147,8 @@ bool SharedArena::release(void* ptr) {
 bool SharedArena::retire(const void* ptr) {
   const auto at = reinterpret_cast<uintptr_t>(ptr);
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = regions_.upper_bound(at);
-  if (it == regions_.begin()) return false;
-  --it;
-  if (at - it->first >= it->second.size) return false;
+  auto it = holding(regions_, at);
+  if (it == regions_.end()) return false;
   it->second.retired = true;
   return true;
 }
@@ -159,13 +157,11 @@ std::optional<SharedSpan> SharedArena::find(const void* ptr, size_t length) cons
   if (count_.load(std::memory_order_acquire) == 0) return std::nullopt;
   const auto at = reinterpret_cast<uintptr_t>(ptr);
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = regions_.upper_bound(at);
-  if (it == regions_.begin()) return std::nullopt;
-  --it;
-  const uintptr_t base = it->first;
+  auto it = holding(regions_, at);
+  if (it == regions_.end()) return std::nullopt;
   const Region& region = it->second;
-  const uintptr_t offset = at - base;
-  if (region.fd < 0 || offset >= region.size || length > region.size - offset) return std::nullopt;
+  const uintptr_t offset = at - it->first;
+  if (region.fd < 0 || length > region.size - offset) return std::nullopt;
   return SharedSpan{region.fd, region.id, offset, region.size};
 }
 

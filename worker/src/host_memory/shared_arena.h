@@ -91,6 +91,14 @@ class SharedArena {
     bool cached = false;
     bool retired = false;  // retire(): unmapped when released, never cached
   };
+  // The entry of the region holding address `at` (regions.end(): none); mu_ held.
+  template <typename Regions>
+  static auto holding(Regions& regions, uintptr_t at) {
+    auto it = regions.upper_bound(at);
+    if (it == regions.begin()) return regions.end();
+    --it;
+    return at - it->first < it->second.size ? it : regions.end();
+  }
   void* mapNew(size_t size, Region& region);
   void unmap(uintptr_t base, const Region& region);
 

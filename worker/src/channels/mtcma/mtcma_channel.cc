@@ -251,14 +251,26 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
     s.length = m.length;
     m.pid = static_cast<int64_t>(::getpid());
     m.address = reinterpret_cast<uintptr_t>(ptr);
-    const auto& arena = host_memory::SharedArena::instance();
-    if (auto span = arena.find(ptr, m.length)) {
-      m.regionFd = span->fd;
-      m.token = arena.token();
-      m.regionId = span->id;
-      m.regionOffset = span->offset;
-    }
+    nameRegion(m, ptr);
     return true;
+  }
+
+  // Names in `m` the arena region [ptr, ptr + m.length) lies in, if any: what a
+  // peer maps (our send's source, or our receive's destination for a push).
+  static bool nameRegion(WireMessage& m, const void* ptr) {
+    const auto& arena = host_memory::SharedArena::instance();
+    auto span = arena.find(ptr, m.length);
+    if (!span) return false;
+    m.regionFd = span->fd;
+    m.token = arena.token();
+    m.regionId = span->id;
+    m.regionOffset = span->offset;
+    return true;
+  }
+  // The peer's region a message names.
+  static host_memory::PeerRegion regionOf(const WireMessage& m) {
+    return host_memory::PeerRegion{m.pid,      m.token,        m.regionId,
+                                   m.regionFd, m.regionOffset, m.length};
   }
   void release(PendingSend&) {}
   Error acked(PendingSend&, const WireMessage& ack) {
@@ -298,21 +310,16 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
       return;
     }
     if (m.regionFd == -1 && r.length >= kMinPush && context_->askForPushes()) {
-      const auto& arena = host_memory::SharedArena::instance();
-      if (auto span = arena.find(r.ptr, r.length)) {
-        auto ask = std::make_shared<WireMessage>();
-        ask->kind = CopyKind::kPushRequest;
-        ask->seq = m.seq;
-        ask->pid = static_cast<int64_t>(::getpid());
-        ask->length = r.length;
-        ask->regionFd = span->fd;
-        ask->token = arena.token();
-        ask->regionId = span->id;
-        ask->regionOffset = span->offset;
+      WireMessage ask;
+      ask.kind = CopyKind::kPushRequest;
+      ask.seq = m.seq;
+      ask.pid = static_cast<int64_t>(::getpid());
+      ask.length = r.length;
+      if (nameRegion(ask, r.ptr)) {
         r.request = m;
         trace::point("cma.push.ask", r.length);
         park(m.seq, std::move(r));  // first: the answer may come before post() returns
-        post(std::move(ask));
+        post(std::make_shared<WireMessage>(ask));
         return;
       }
     }
@@ -324,9 +331,7 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
     Source source;
     if (m.regionFd != -1) {
       std::string error;
-      source.mapping = context_->peerMappings().map(
-          host_memory::PeerRegion{m.pid, m.token, m.regionId, m.regionFd, m.regionOffset, m.length},
-          error);
+      source.mapping = context_->peerMappings().map(regionOf(m), error);
       if (source.mapping == nullptr) {
         finish(std::move(r), m, source, error);
         return;
@@ -389,10 +394,7 @@ class MtCmaChannel final : public CopyChannel<MtCmaChannel, WireMessage, Pending
       return;
     }
     std::string error;
-    auto mapping = context_->writablePeerMappings().map(
-        host_memory::PeerRegion{ask.pid, ask.token, ask.regionId, ask.regionFd, ask.regionOffset,
-                                ask.length},
-        error);
+    auto mapping = context_->writablePeerMappings().map(regionOf(ask), error);
     if (mapping == nullptr) {
       // The receiver's region is out of our reach (its descriptor closed
       // meanwhile, or a write mapping denied): it reads ours instead.
