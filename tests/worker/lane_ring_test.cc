@@ -132,6 +132,43 @@ TEST(Ring, FullRingPushesBack) {
             RingProducer::Status::kTooLarge);
 }
 
+TEST(Ring, AppendedFramesWaitForPublish) {
+  TestRing ring;
+  std::string error;
+  EXPECT_FALSE(ring.producer.publish());  // nothing to publish
+  for (const char* f : {"one", "two", "three"}) {
+    ASSERT_EQ(ring.producer.append(f, std::strlen(f), &error), RingProducer::Status::kOk);
+  }
+  EXPECT_TRUE(ring.producer.unpublished());
+  EXPECT_EQ(ring.control.head.load(), 0u);
+  EXPECT_EQ(ring.read(), "<empty>");
+  EXPECT_TRUE(ring.producer.publish());
+  EXPECT_FALSE(ring.producer.unpublished());
+  EXPECT_FALSE(ring.producer.publish());  // once
+  EXPECT_EQ(ring.read(), "one");
+  // A published write publishes what was appended before it, in order.
+  ASSERT_EQ(ring.producer.append("four", 4, &error), RingProducer::Status::kOk);
+  ASSERT_EQ(ring.producer.tryWrite("five", 4, &error), RingProducer::Status::kOk);
+  EXPECT_FALSE(ring.producer.unpublished());
+  for (const char* f : {"two", "three", "four", "five"}) EXPECT_EQ(ring.read(), f);
+  EXPECT_EQ(ring.read(), "<empty>");
+}
+
+TEST(Ring, UnpublishedFramesTakeRoom) {
+  TestRing ring;
+  std::string error;
+  std::string frame(500, 'x');
+  int appended = 0;
+  while (ring.producer.append(frame.data(), frame.size(), &error) == RingProducer::Status::kOk) {
+    ++appended;
+  }
+  EXPECT_EQ(appended, static_cast<int>(kCap / frameBytes(500)));
+  EXPECT_EQ(ring.read(), "<empty>");  // the consumer cannot make room for what it does not see
+  EXPECT_TRUE(ring.producer.publish());
+  EXPECT_EQ(ring.read(), frame);
+  EXPECT_EQ(ring.producer.append(frame.data(), frame.size(), &error), RingProducer::Status::kOk);
+}
+
 // Fills `ring` with 1000-byte frames, then with 4-byte ones to its last byte;
 // returns the first frame a reader gets.
 std::string fillUp(TestRing& ring) {

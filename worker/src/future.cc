@@ -3,6 +3,7 @@
 
 #include "call_batch_state.h"
 #include "future_state.h"
+#include "lane/lane.h"
 #include "rpcjob/runtime/errors.h"
 #include "spin_wait.h"
 #include "thread_pool.h"
@@ -69,6 +70,7 @@ namespace {
 
 void awaitCompletion(detail::FutureState& state) {
   detail::flushCallBatch();  // the awaited call may be among those held
+  lane::publishTurn();       // or among a poller's turn's (a callback waiting)
   if (state.done.load(std::memory_order_acquire)) return;
   // A short spin first (spin_wait.h): a small call's answer often lands within
   // microseconds, and sleeping on the condition variable costs a futex wake-up
@@ -115,6 +117,7 @@ void Future::wait() const {
 
 bool Future::waitFor(std::chrono::nanoseconds timeout) const {
   detail::flushCallBatch();
+  lane::publishTurn();
   trace::point("future.sleep");
   std::unique_lock<std::mutex> lock(state_->mu);
   bool done = state_->cv.wait_for(lock, timeout,

@@ -631,7 +631,8 @@ void RuntimeImpl::enqueueWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, W
       size_t kept = 0;
       for (auto& m : messages) {
         std::string why;
-        const Routed r = broken.empty() ? routeLocked(writes, *m, why) : Routed::kBroken;
+        const Routed r =
+            broken.empty() ? routeLocked(writes, *m, why, /*hold=*/true) : Routed::kBroken;
         if (r == Routed::kLane) {
           onLane.push_back(std::move(m));
         } else if (r == Routed::kBroken) {
@@ -641,6 +642,7 @@ void RuntimeImpl::enqueueWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, W
         }
       }
       messages.resize(kept);
+      writes.lane->publishHeld();  // the batch's frames, with one fence and bell
     }
   }
   for (auto& m : onLane) recordServed(*m);

@@ -76,13 +76,14 @@ Future RuntimeImpl::rpcAsync(const std::string& to, const std::string& function,
 Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* value,
                                 CallOptions options, [[maybe_unused]] bool inverseDeviceMap) {
   trace::point("call.pack");  // to call.send: the request's future and message are made
+  // Handed to the Future on return, not copied into it: each copy of a
+  // shared_ptr is a locked instruction, and this is every call's path.
   auto state = detail::newFutureState(pool_);
-  Future future(state);
   const std::string& peerName = workers_[to].name;
   if (!started_ || closed_) {
     state->fail(std::make_exception_ptr(
         RpcError(ErrorCode::kShutdown, peerName, "the runtime is not running")));
-    return future;
+    return Future(std::move(state));
   }
   // The id first, so that makeMessage encodes the header once, as sent.
   const uint64_t id = nextCallId_.fetch_add(1);
@@ -100,7 +101,7 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
 #endif
   } catch (...) {
     state->fail(std::current_exception());
-    return future;
+    return Future(std::move(state));
   }
   auto timeout = options.timeout.count() == 0 ? options_.defaultTimeout : options.timeout;
   trace::point("call.send", id);
@@ -146,13 +147,15 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
       options_.observer->callFinished(pending.function, peerName, statusOf(refused),
                                       pending.observed, EventTime());
     }
-    return future;
+    return Future(std::move(state));
   }
   if (wakeTimeouts) pendingCv_.notify_all();
   message->inlinePayload = alone;  // else a burst: keep the batching window (WriteQueue)
-  if (detail::batchingRuntime() == this && holdRequest(pipe, writes, message)) return future;
-  enqueueWrite(pipe, *writes, std::move(message), writes);
-  return future;
+  if (detail::batchingRuntime() == this && holdRequest(pipe, writes, message))
+    return Future(std::move(state));
+  WriteQueue& queue = *writes;  // `writes` itself moves into the keep-alive
+  enqueueWrite(pipe, queue, std::move(message), std::move(writes));
+  return Future(std::move(state));
 }
 
 std::optional<RuntimeImpl::Pending> RuntimeImpl::takePending(uint64_t id) {

@@ -297,7 +297,9 @@ class RuntimeImpl {
   enum class Routed { kPipe, kLane, kBroken };
   // Under writes.mu: sends `message` on the lane when it may, else stamps it
   // with its order for the pipe. kBroken: the lane's ring is broken (`why`).
-  Routed routeLocked(WriteQueue& writes, OutgoingMessage& message, std::string& why);
+  // `hold`: a lane frame waits for writes.lane->publishHeld() (a batch's).
+  Routed routeLocked(WriteQueue& writes, OutgoingMessage& message, std::string& why,
+                     bool hold = false);
   void laneBroken(WriteQueue& writes, const std::string& why);
   // Ends the pipe's lane: its poller drops it, waits on its order end.
   void closeLane(WriteQueue& writes);
@@ -312,10 +314,13 @@ class RuntimeImpl {
                          std::shared_ptr<WriteQueue>& writes);
   void onLaneOffer(const std::shared_ptr<ServerPipe>& server, IncomingMessage& msg);
   // The frames of a lane, turned into messages for `onMessage` as the pipe's are.
+  // `publisher` takes the lane's write lock and publishes its held frames
+  // (lane.h): the end of a turn in which the poller answered on it.
   lane::Lane* prepareLane(const std::shared_ptr<lane::Lane>& lane,
                           std::shared_ptr<lane::Order> order,
                           std::function<void(IncomingMessage&)> onMessage,
-                          std::function<void(const std::string&)> onBroken, std::string& why);
+                          std::function<void(const std::string&)> onBroken,
+                          std::function<void()> publisher, std::string& why);
   lane::Poller* lanePoller(std::string& why);
   void stopLanes();
 
@@ -421,7 +426,9 @@ class RuntimeImpl {
   // idle runtime never needs waking for a call either.
   Clock::time_point timeoutWake_ = Clock::time_point::min();
   static constexpr std::chrono::milliseconds kTimeoutTick{100};
-  std::atomic<uint64_t> nextCallId_{1};
+  // On a line apart from timeoutWake_ and pendingCv_, which other threads
+  // write: every call's fetch_add is a locked instruction and waits for its line.
+  alignas(64) std::atomic<uint64_t> nextCallId_{1};
   std::vector<int> unanswered_;  // by peer rank, under pendingMu_: calls in pending_
   std::thread timeoutThread_;
   bool stopTimeouts_ = false;  // under pendingMu_

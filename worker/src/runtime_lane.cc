@@ -101,7 +101,7 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
                                      std::shared_ptr<lane::Order> order,
                                      std::function<void(IncomingMessage&)> onMessage,
                                      std::function<void(const std::string&)> onBroken,
-                                     std::string& why) {
+                                     std::function<void()> publisher, std::string& why) {
   lane::Poller* poller = lanePoller(why);
   if (poller == nullptr) return nullptr;
   const bool toServer = lane->side() == lane::Lane::Side::kServer;
@@ -138,19 +138,22 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
         onBroken(why);
       });
   order->setWake([poller] { poller->wake(); });
+  lane->setPublisher(std::move(publisher));
   poller->add(lane);
   return lane.get();
 }
 
 RuntimeImpl::Routed RuntimeImpl::routeLocked(WriteQueue& writes, OutgoingMessage& m,
-                                             std::string& why) {
+                                             std::string& why, bool hold) {
   lane::Lane& l = *writes.lane;
   if (l.canSend() && laneEligible(m, l.maxFrame())) {
     const size_t size = m.header.size();
     const char flags = m.header[5];
     wire::appendOrder(m.header, writes.pipeSent);
     if (m.hasPayload) wire::appendInlinePayload(m.header, m.payload.data(), m.payload.size());
-    const lane::RingProducer::Status s = l.send(m.header.data(), m.header.size(), &why);
+    const lane::RingProducer::Status s =
+        l.send(m.header.data(), m.header.size(), &why,
+               hold ? lane::Lane::Publish::kHeld : lane::Lane::Publish::kNow);
     if (s == lane::RingProducer::Status::kOk) {
       writes.laneSent++;
       return Routed::kLane;
@@ -210,6 +213,12 @@ void RuntimeImpl::offerLane(int rank, uint64_t generation, const wire::ChannelDe
                    onClientMessage(rank, generation, m);
                  },
                  [this, rank, generation](const std::string& w) { failPeer(rank, generation, w); },
+                 [weak = std::weak_ptr<WriteQueue>(writes), l = lane.get()] {
+                   if (auto w = weak.lock()) {
+                     std::lock_guard<std::mutex> lock(w->mu);
+                     l->publishHeld();
+                   }
+                 },
                  why)
            : nullptr;
   if (prepared == nullptr) {
@@ -305,6 +314,12 @@ void RuntimeImpl::onLaneOffer(const std::shared_ptr<ServerPipe>& server, Incomin
             },
             [weak = std::weak_ptr<ServerPipe>(server)](const std::string&) {
               if (auto server = weak.lock()) server->pipe->close();
+            },
+            [weak = std::weak_ptr<ServerPipe>(server), l = lane.get()] {
+              if (auto server = weak.lock()) {
+                std::lock_guard<std::mutex> lock(server->writes.mu);
+                l->publishHeld();
+              }
             },
             why) != nullptr) {
       poller = lanePoller(why);

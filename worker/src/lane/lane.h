@@ -17,8 +17,20 @@
 // `capacity` of response data. Nothing else in the mapping is read: the offer
 // says the capacity, and the file's size is checked against it.
 //
-// Thread-safety: send() is called under the owner's write lock (one producer);
-// poll() only on the poller's thread; close() anywhere.
+// Held frames: a frame is published (the ring's head stored, the peer's bell
+// rung, with the fence that takes) when it is sent, unless it is held. Frames
+// the poller's thread sends on a lane while it delivers that lane's frames (a
+// turn of poll(): the answers of functions served inline, or calls made in a
+// future's callback) are held until the turn ends, and a batch of calls
+// (Publish::kHeld) until its sender publishes them: one publish for the lot.
+// On the GPU host the fence after each frame was a sixth of a busy server
+// poller's time (issue 22). A turn ends as soon as the frames that were there
+// are delivered, and its held answers go out once the first of them waited
+// 20 us (a long inline function), or when the poller's thread waits
+// (publishTurn). RPCJOB_LANE_HOLD=0: nothing is held in a turn.
+//
+// Thread-safety: send() and publishHeld() are called under the owner's write
+// lock (one producer); poll() only on the poller's thread; close() anywhere.
 
 #include <atomic>
 #include <cstdint>
@@ -71,6 +83,10 @@ class SharedFile {
   int fd_;  // ours (create): kept open for the peer to open; -1 for a peer's
 };
 
+// Publishes what the calling thread holds in its current turn (a poller's
+// thread about to wait: the frames it waits on may be among them).
+void publishTurn();
+
 // Process-wide, since start: what tests and rpcjob-bench read.
 struct LaneCounters {
   uint64_t lanesUp = 0;        // lanes this process sends on
@@ -103,7 +119,16 @@ class Lane {
 
   // Sends one frame if the ring has room now (never waits: the poller may be
   // the sender, and two full rings would wait on each other). kOk counted.
-  RingProducer::Status send(const char* data, size_t size, std::string* error);
+  // kHeld, or a send during this lane's turn on its poller: the frame waits
+  // for publishHeld() (a full ring publishes what it holds first).
+  enum class Publish { kNow, kHeld };
+  RingProducer::Status send(const char* data, size_t size, std::string* error,
+                            Publish publish = Publish::kNow);
+  // Publishes held frames and rings the peer's bell.
+  void publishHeld();
+  // How the poller has the owner publish a turn's held frames: it takes its
+  // write lock and calls publishHeld(). Set before the poller sees the lane.
+  void setPublisher(std::function<void()> publisher);
   bool canSend() const { return peerBell_ != nullptr && !closed(); }
   uint64_t maxFrame() const { return out_.maxFrame(); }
 
@@ -123,6 +148,9 @@ class Lane {
  private:
   Lane(Side side, std::unique_ptr<SharedFile> file, uint64_t token, uint64_t capacity);
   void fail(const std::string& why);
+  // The turn's held frames, through the owner's lock (publisher_).
+  void publishTurnFrames();
+  friend void publishTurn();
 
   // Set up before the lane is used, then only read.
   Side side_;
@@ -132,11 +160,13 @@ class Lane {
   std::unique_ptr<SharedFile> peerBell_;
   Receive receive_;
   Broken broken_;
+  std::function<void()> publisher_;
   std::atomic<bool> closed_{false};  // written once
   // The sender's (under its write lock) and the poller's, each on cache lines
   // of their own: in one object, a caller's send and its process's poller
   // moved one line between their cores on every frame (issue 22's async rate).
   alignas(kCacheLine) RingProducer out_;
+  uint64_t held_ = 0;  // frames in out_ not yet published (under the write lock)
   alignas(kCacheLine) RingConsumer in_;
   bool blocked_ = false;     // the poller's
   std::vector<char> frame_;  // the frame being delivered, copied out of the ring

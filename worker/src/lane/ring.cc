@@ -79,9 +79,16 @@ RingProducer::RingProducer(RingControl* control, char* data, uint64_t capacity)
       capacity_(capacity),
       maxFrame_(maxFrameFor(capacity)),
       head_(0),
+      published_(0),
       tail_(0) {}  // a fresh ring; the shared values are the peer's to spoil
 
 RingProducer::Status RingProducer::tryWrite(const char* data, size_t size, std::string* error) {
+  const Status s = append(data, size, error);
+  if (s == Status::kOk) publish();
+  return s;
+}
+
+RingProducer::Status RingProducer::append(const char* data, size_t size, std::string* error) {
   if (size > maxFrame_) return Status::kTooLarge;
   Placement p = placeFrame(head_, tail_, capacity_, size);
   if (!p.fits) {
@@ -105,13 +112,19 @@ RingProducer::Status RingProducer::tryWrite(const char* data, size_t size, std::
   std::memcpy(at, &length, sizeof(length));
   std::memcpy(at + kLengthBytes, data, size);
   head_ += frameBytes(size);
-  control_->head.store(head_, std::memory_order_release);
   // The next frame's first lines were last read by the consumer's core: ask
   // for them now, so that taking them over overlaps with the caller's work
   // until the next send instead of stalling its copy.
   __builtin_prefetch(data_ + (head_ & (capacity_ - 1)), 1);
   __builtin_prefetch(data_ + ((head_ + kCacheLine) & (capacity_ - 1)), 1);
   return Status::kOk;
+}
+
+bool RingProducer::publish() {
+  if (head_ == published_) return false;
+  control_->head.store(head_, std::memory_order_release);
+  published_ = head_;
+  return true;
 }
 
 RingProducer::Status RingProducer::write(const char* data, size_t size,

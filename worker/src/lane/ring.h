@@ -129,9 +129,16 @@ class RingProducer {
   RingProducer() = default;
   RingProducer(RingControl* control, char* data, uint64_t capacity);
   uint64_t maxFrame() const { return maxFrame_; }
-  // Appends one frame (`size` bytes) if there is room now. kBroken: the
-  // consumer's tail is impossible (`error` says how); the ring is unusable.
+  // Appends one frame (`size` bytes) if there is room now and publishes it.
+  // kBroken: the consumer's tail is impossible (`error` says how); the ring is
+  // unusable.
   Status tryWrite(const char* data, size_t size, std::string* error);
+  // The same without publishing: the consumer sees the frame, and every one
+  // appended before it, at the next publish() (or tryWrite()).
+  Status append(const char* data, size_t size, std::string* error);
+  // Publishes what was appended: false when there was nothing new.
+  bool publish();
+  bool unpublished() const { return head_ != published_; }
   // Waits for room: spins for `spin`, then sleeps and retries; gives up with
   // kClosed once `closed` is set (never waits forever).
   Status write(const char* data, size_t size, const std::atomic<bool>& closed,
@@ -142,8 +149,9 @@ class RingProducer {
   char* data_ = nullptr;
   uint64_t capacity_ = 0;
   uint64_t maxFrame_ = 0;
-  uint64_t head_ = 0;  // ours; the shared one is only written
-  uint64_t tail_ = 0;  // the consumer's, as last read (and checked)
+  uint64_t head_ = 0;       // ours; the shared one is only written
+  uint64_t published_ = 0;  // the shared one, as we last wrote it
+  uint64_t tail_ = 0;       // the consumer's, as last read (and checked)
 };
 
 class RingConsumer {
