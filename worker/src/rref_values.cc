@@ -61,7 +61,7 @@ c10::IValue rewrite(const c10::IValue& v, const IsLeaf& isLeaf, const Leaf& leaf
 
 }  // namespace
 
-c10::IValue RuntimeImpl::forkRRefs(const c10::IValue& value, std::vector<Forked>* made) {
+c10::IValue RuntimeImpl::forkRRefs(c10::IValue value, std::vector<Forked>* made) {
   auto isLeaf = [](const c10::IValue& v) { return RRef::isRRef(v); };
   if (!contains(value, isLeaf, 0)) return value;
   return rewrite(

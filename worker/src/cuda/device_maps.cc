@@ -166,24 +166,34 @@ void DeviceMapTable::onCallerDescriptors(const std::string& caller,
   responses_[caller] = std::move(targets);
 }
 
+namespace {
+
+// A peer without a map gets an empty one, made on its first message and kept:
+// made anew each time, it was an allocation and two strings on every call and
+// every answer, CPU-only ones included.
+std::shared_ptr<const DeviceTargets> findOrEmpty(
+    std::map<std::string, std::shared_ptr<const DeviceTargets>>& table, const std::string& peer,
+    const char* direction) {
+  auto [it, fresh] = table.try_emplace(peer);
+  if (fresh) {
+    auto empty = std::make_shared<DeviceTargets>();
+    empty->peer = peer;
+    empty->direction = direction;
+    it->second = std::move(empty);
+  }
+  return it->second;
+}
+
+}  // namespace
+
 std::shared_ptr<const DeviceTargets> DeviceMapTable::forRequest(const std::string& peer) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = requests_.find(peer);
-  if (it != requests_.end()) return it->second;
-  auto empty = std::make_shared<DeviceTargets>();
-  empty->peer = peer;
-  empty->direction = "request";
-  return empty;
+  return findOrEmpty(requests_, peer, "request");
 }
 
 std::shared_ptr<const DeviceTargets> DeviceMapTable::forResponse(const std::string& caller) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = responses_.find(caller);
-  if (it != responses_.end()) return it->second;
-  auto empty = std::make_shared<DeviceTargets>();
-  empty->peer = caller;
-  empty->direction = "response";
-  return empty;
+  return findOrEmpty(responses_, caller, "response");
 }
 
 }  // namespace rpcjob::runtime::cuda

@@ -65,8 +65,9 @@ class DeviceMapTable {
   int localCount_ = 0;
   std::map<std::string, DeviceMap> raw_;
   mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const DeviceTargets>> requests_;
-  std::map<std::string, std::shared_ptr<const DeviceTargets>> responses_;
+  // Peers without a map get an empty entry at their first lookup (mutable).
+  mutable std::map<std::string, std::shared_ptr<const DeviceTargets>> requests_;
+  mutable std::map<std::string, std::shared_ptr<const DeviceTargets>> responses_;
 };
 
 }  // namespace cuda
