@@ -94,8 +94,7 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
 #if RPCJOB_WITH_CUDA
     message = makeMessage(
         header, value,
-        (inverseDeviceMap ? deviceMaps_.forResponse(peerName) : deviceMaps_.forRequest(peerName))
-            .get());
+        inverseDeviceMap ? deviceMaps_.responseTargets(to) : deviceMaps_.requestTargets(to));
 #else
     message = makeMessage(header, value);
 #endif
@@ -510,8 +509,14 @@ void RuntimeImpl::sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t 
       const c10::IValue sent = forkRRefs(*value, &forked);
       autograd_->onSendResponse(ctx, h, sent);  // records a send when it needs one
 #if RPCJOB_WITH_CUDA
-      message =
-          makeMessage(h, &sent, deviceMaps_.forResponse(callerOf(server->callerRank).name).get());
+      // An unknown caller (no rank) gets the name's entry, as before.
+      const DeviceTargets* targets = deviceMaps_.responseTargets(server->callerRank);
+      std::shared_ptr<const DeviceTargets> unknown;
+      if (targets == nullptr) {
+        unknown = deviceMaps_.forResponse(callerOf(server->callerRank).name);
+        targets = unknown.get();
+      }
+      message = makeMessage(h, &sent, targets);
 #else
       message = makeMessage(h, &sent);
 #endif

@@ -45,6 +45,22 @@ RpcError invalid(const std::string& peer, const std::string& message) {
   return RpcError(ErrorCode::kInvalidArgument, peer, message);
 }
 
+// A peer without a map gets an empty one, made once and kept: made anew for
+// each message, it was an allocation and two strings on every call and every
+// answer, CPU-only ones included.
+std::shared_ptr<const DeviceTargets> findOrEmpty(
+    std::map<std::string, std::shared_ptr<const DeviceTargets>>& table, const std::string& peer,
+    const char* direction) {
+  auto [it, fresh] = table.try_emplace(peer);
+  if (fresh) {
+    auto empty = std::make_shared<DeviceTargets>();
+    empty->peer = peer;
+    empty->direction = direction;
+    it->second = std::move(empty);
+  }
+  return it->second;
+}
+
 }  // namespace
 
 int parseDevice(const std::string& device) {
@@ -107,6 +123,25 @@ void DeviceMapTable::init(const std::string& self, const std::vector<std::string
     }
     requests_[peer] = std::move(targets);
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  workerCount_ = static_cast<int>(workers.size());
+  requestsByRank_ = std::make_unique<std::atomic<const DeviceTargets*>[]>(workers.size());
+  responsesByRank_ = std::make_unique<std::atomic<const DeviceTargets*>[]>(workers.size());
+  for (int rank = 0; rank < workerCount_; ++rank) {
+    const std::string& name = workers[rank];
+    ranks_[name] = rank;
+    publish(requests_, requestsByRank_, name, findOrEmpty(requests_, name, "request"));
+    publish(responses_, responsesByRank_, name, findOrEmpty(responses_, name, "response"));
+  }
+}
+
+void DeviceMapTable::publish(std::map<std::string, std::shared_ptr<const DeviceTargets>>& table,
+                             Slots& slots, const std::string& peer,
+                             std::shared_ptr<const DeviceTargets> targets) {
+  auto rank = ranks_.find(peer);
+  if (rank != ranks_.end()) slots[rank->second].store(targets.get(), std::memory_order_release);
+  published_.push_back(targets);
+  table[peer] = std::move(targets);
 }
 
 void DeviceMapTable::appendHandshake(wire::ChannelDescriptors& out) const {
@@ -138,7 +173,7 @@ std::string DeviceMapTable::onPeerDeviceCount(const std::string& peer, int remot
       bad->error = "device map from '" + self_ + "' to '" + peer + "' maps " + deviceName(local) +
                    " to " + deviceName(target) + ", but '" + peer + "' has " +
                    std::to_string(remoteCount) + " CUDA device(s)";
-      it->second = bad;
+      publish(requests_, requestsByRank_, peer, bad);
       return bad->error;
     }
   }
@@ -163,28 +198,8 @@ void DeviceMapTable::onCallerDescriptors(const std::string& caller,
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  responses_[caller] = std::move(targets);
+  publish(responses_, responsesByRank_, caller, std::move(targets));
 }
-
-namespace {
-
-// A peer without a map gets an empty one, made on its first message and kept:
-// made anew each time, it was an allocation and two strings on every call and
-// every answer, CPU-only ones included.
-std::shared_ptr<const DeviceTargets> findOrEmpty(
-    std::map<std::string, std::shared_ptr<const DeviceTargets>>& table, const std::string& peer,
-    const char* direction) {
-  auto [it, fresh] = table.try_emplace(peer);
-  if (fresh) {
-    auto empty = std::make_shared<DeviceTargets>();
-    empty->peer = peer;
-    empty->direction = direction;
-    it->second = std::move(empty);
-  }
-  return it->second;
-}
-
-}  // namespace
 
 std::shared_ptr<const DeviceTargets> DeviceMapTable::forRequest(const std::string& peer) const {
   std::lock_guard<std::mutex> lock(mu_);

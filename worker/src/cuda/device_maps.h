@@ -8,6 +8,7 @@
 //
 // Thread safety: all methods may be called from any thread.
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,17 +58,38 @@ class DeviceMapTable {
 
   std::shared_ptr<const DeviceTargets> forRequest(const std::string& peer) const;
   std::shared_ptr<const DeviceTargets> forResponse(const std::string& caller) const;
+  // The same by the worker's rank (its index in init's `workers`), for every
+  // message: no lock, no reference count. The pointer stays valid for the
+  // table's lifetime. Null for a rank init did not name.
+  const DeviceTargets* requestTargets(int rank) const { return at(requestsByRank_, rank); }
+  const DeviceTargets* responseTargets(int rank) const { return at(responsesByRank_, rank); }
 
   static constexpr const char* kHandshakeEntry = "rpcjob:cuda";
 
  private:
+  using Slots = std::unique_ptr<std::atomic<const DeviceTargets*>[]>;
+  const DeviceTargets* at(const Slots& slots, int rank) const {
+    if (rank < 0 || rank >= workerCount_) return nullptr;
+    return slots[rank].load(std::memory_order_acquire);
+  }
+  // Under mu_: `targets` becomes peer's entry in `table` and its rank's slot.
+  void publish(std::map<std::string, std::shared_ptr<const DeviceTargets>>& table, Slots& slots,
+               const std::string& peer, std::shared_ptr<const DeviceTargets> targets);
+
   std::string self_;
   int localCount_ = 0;
   std::map<std::string, DeviceMap> raw_;
+  std::map<std::string, int> ranks_;  // set by init, then read-only
+  int workerCount_ = 0;
   mutable std::mutex mu_;
   // Peers without a map get an empty entry at their first lookup (mutable).
   mutable std::map<std::string, std::shared_ptr<const DeviceTargets>> requests_;
   mutable std::map<std::string, std::shared_ptr<const DeviceTargets>> responses_;
+  // Every entry a slot ever pointed to: a peer's entry changes a few times at
+  // most (init, a bad device count, the caller's handshake), and a reader
+  // without a lock may still hold the one before.
+  std::vector<std::shared_ptr<const DeviceTargets>> published_;
+  Slots requestsByRank_, responsesByRank_;
 };
 
 }  // namespace cuda
