@@ -35,7 +35,7 @@ keys = ["small_rtt_p50_us", "small_rtt_p99_us", "async_calls_per_s",
         "async_batched_calls_per_s", "tp_small_rtt_p50_us", "rtt_4mb_ms", "rtt_4mb_shared_ms"]
 def name(v):
     d, _, s = v.partition("@")
-    return (d.rstrip("/").split("/")[-1] + ("@" + s if s else ""))[-30:]
+    return (d.rstrip("/") + ("@" + s if s else ""))[-30:]  # the path: two builds both end in worker
 print("%-28s" % "median (runs)", *["%31s" % name(v) for v in variants])
 for k in keys:
     cells = []
