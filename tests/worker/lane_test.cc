@@ -8,6 +8,7 @@
 
 #include "cluster.h"
 #include "lane/lane.h"
+#include "rpcjob/runtime/call_batch.h"
 #include "rpcjob/runtime/runtime.h"
 
 namespace rpcjob::testing {
@@ -57,6 +58,43 @@ TEST(LaneTest, CarriesSmallCallsWithTheSameResults) {
   // An error travels the lane too.
   auto failed = rt.rpcAsync("w1", "raise_inline", {std::string("lane")});
   EXPECT_TRUE(failed.hasError() || (failed.wait(), failed.hasError()));
+}
+
+// A burst of calls to an inline function: the server's poller answers several
+// in a turn and publishes them together (held frames, lane.h); a CallBatch's
+// requests are published together too. Every answer arrives, with its value,
+// and each frame is counted once on both sides.
+TEST(LaneTest, HeldFramesAllArriveAndAreCountedOnce) {
+  Cluster cluster(1);
+  runtime::Runtime& rt = cluster.driver();
+  ASSERT_EQ(rt.rpcSync("w1", runtime::kBuiltinEcho, {int64_t{0}}).toInt(), 0);  // the lane is up
+  const auto before = runtime::lane::laneCounters();
+  const Counters remoteBefore = remoteCounters(rt, "w1");
+  constexpr int kBurst = 5000, kBatch = 1000;
+  std::vector<runtime::Future> futures;
+  for (int i = 0; i < kBurst; ++i) {
+    futures.push_back(rt.rpcAsync("w1", runtime::kBuiltinEcho, {int64_t{i}}));
+  }
+  {
+    runtime::CallBatch batch(rt);
+    for (int i = 0; i < kBatch; ++i) {
+      futures.push_back(rt.rpcAsync("w1", runtime::kBuiltinEcho, {int64_t{kBurst + i}}));
+    }
+  }
+  for (int i = 0; i < kBurst + kBatch; ++i) ASSERT_EQ(futures[i].value().toInt(), i);
+  const Counters remoteAfter = remoteCounters(rt, "w1");
+  const auto after = runtime::lane::laneCounters();
+  constexpr int kCalls = kBurst + kBatch;
+  // Beside the calls: the counters' own calls, one or two frames each way.
+  EXPECT_GE(after.framesSent - before.framesSent, uint64_t{kCalls});
+  EXPECT_LE(after.framesSent - before.framesSent, uint64_t{kCalls + 2});
+  EXPECT_GE(after.framesReceived - before.framesReceived, uint64_t{kCalls});
+  EXPECT_LE(after.framesReceived - before.framesReceived, uint64_t{kCalls + 2});
+  EXPECT_GE(remoteAfter.sent - remoteBefore.sent, kCalls);
+  EXPECT_LE(remoteAfter.sent - remoteBefore.sent, kCalls + 2);
+  EXPECT_GE(remoteAfter.received - remoteBefore.received, kCalls);
+  EXPECT_LE(remoteAfter.received - remoteBefore.received, kCalls + 2);
+  EXPECT_EQ(remoteAfter.failed, 0);
 }
 
 TEST(LaneTest, LargeAndSmallMessagesArriveInOrder) {
