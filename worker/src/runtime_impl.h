@@ -315,14 +315,13 @@ class RuntimeImpl {
   bool currentClientPipe(int rank, uint64_t generation, std::shared_ptr<tensorpipe::Pipe>& pipe,
                          std::shared_ptr<WriteQueue>& writes);
   void onLaneOffer(const std::shared_ptr<ServerPipe>& server, IncomingMessage& msg);
-  // The frames of a lane, turned into messages for `onMessage` as the pipe's are.
-  // `publisher` takes the lane's write lock and publishes its held frames
-  // (lane.h): the end of a turn in which the poller answered on it.
+  // The frames of a lane, turned into messages for `onMessage` as the pipe's are,
+  // in the order of `writes` (the pipe's, whose lock the lane's sends take; its
+  // held frames are published under it, lane.h).
   lane::Lane* prepareLane(const std::shared_ptr<lane::Lane>& lane,
-                          std::shared_ptr<lane::Order> order,
+                          const std::shared_ptr<WriteQueue>& writes,
                           std::function<void(IncomingMessage&)> onMessage,
-                          std::function<void(const std::string&)> onBroken,
-                          std::function<void()> publisher, std::string& why);
+                          std::function<void(const std::string&)> onBroken, std::string& why);
   lane::Poller* lanePoller(std::string& why);
   void stopLanes();
 

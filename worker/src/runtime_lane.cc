@@ -98,12 +98,13 @@ void RuntimeImpl::stopLanes() {
 }
 
 lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
-                                     std::shared_ptr<lane::Order> order,
+                                     const std::shared_ptr<WriteQueue>& writes,
                                      std::function<void(IncomingMessage&)> onMessage,
                                      std::function<void(const std::string&)> onBroken,
-                                     std::function<void()> publisher, std::string& why) {
+                                     std::string& why) {
   lane::Poller* poller = lanePoller(why);
   if (poller == nullptr) return nullptr;
+  std::shared_ptr<lane::Order> order = writes->order;
   const bool toServer = lane->side() == lane::Lane::Side::kServer;
   auto msg = std::make_shared<IncomingMessage>();  // reused for every frame
   lane->setReceiver(
@@ -138,7 +139,13 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
         onBroken(why);
       });
   order->setWake([poller] { poller->wake(); });
-  lane->setPublisher(std::move(publisher));
+  // Weak: the write queue holds the lane, which holds this.
+  lane->setPublisher([weak = std::weak_ptr<WriteQueue>(writes), l = lane.get()] {
+    if (auto w = weak.lock()) {
+      std::lock_guard<std::mutex> lock(w->mu);
+      l->publishHeld();
+    }
+  });
   poller->add(lane);
   return lane.get();
 }
@@ -208,17 +215,11 @@ void RuntimeImpl::offerLane(int rank, uint64_t generation, const wire::ChannelDe
   std::shared_ptr<lane::Lane> lane = lane::Lane::create(lane::kDefaultCapacity, why);
   lane::Lane* prepared =
       lane ? prepareLane(
-                 lane, writes->order,
+                 lane, writes,
                  [this, rank, generation](IncomingMessage& m) {
                    onClientMessage(rank, generation, m);
                  },
                  [this, rank, generation](const std::string& w) { failPeer(rank, generation, w); },
-                 [weak = std::weak_ptr<WriteQueue>(writes), l = lane.get()] {
-                   if (auto w = weak.lock()) {
-                     std::lock_guard<std::mutex> lock(w->mu);
-                     l->publishHeld();
-                   }
-                 },
                  why)
            : nullptr;
   if (prepared == nullptr) {
@@ -307,19 +308,14 @@ void RuntimeImpl::onLaneOffer(const std::shared_ptr<ServerPipe>& server, Incomin
   if (bellFile) {
     lane->setPeerBell(std::move(bellFile));
     if (prepareLane(
-            lane, server->writes.order,
+            // The server pipe's queue, sharing the ServerPipe's lifetime (an alias).
+            lane, std::shared_ptr<WriteQueue>(server, &server->writes),
             // Weak: the pipe holds the lane, which holds these.
             [this, weak = std::weak_ptr<ServerPipe>(server)](IncomingMessage& m) {
               if (auto server = weak.lock()) onServerMessage(server, m);
             },
             [weak = std::weak_ptr<ServerPipe>(server)](const std::string&) {
               if (auto server = weak.lock()) server->pipe->close();
-            },
-            [weak = std::weak_ptr<ServerPipe>(server), l = lane.get()] {
-              if (auto server = weak.lock()) {
-                std::lock_guard<std::mutex> lock(server->writes.mu);
-                l->publishHeld();
-              }
             },
             why) != nullptr) {
       poller = lanePoller(why);

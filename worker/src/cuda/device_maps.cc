@@ -45,20 +45,16 @@ RpcError invalid(const std::string& peer, const std::string& message) {
   return RpcError(ErrorCode::kInvalidArgument, peer, message);
 }
 
-// A peer without a map gets an empty one, made once and kept: made anew for
-// each message, it was an allocation and two strings on every call and every
-// answer, CPU-only ones included.
-std::shared_ptr<const DeviceTargets> findOrEmpty(
-    std::map<std::string, std::shared_ptr<const DeviceTargets>>& table, const std::string& peer,
-    const char* direction) {
-  auto [it, fresh] = table.try_emplace(peer);
-  if (fresh) {
-    auto empty = std::make_shared<DeviceTargets>();
-    empty->peer = peer;
-    empty->direction = direction;
-    it->second = std::move(empty);
-  }
-  return it->second;
+// `peer`'s entry, else an empty one (no map): no device may be sent to it.
+std::shared_ptr<const DeviceTargets> entryOrEmpty(
+    const std::map<std::string, std::shared_ptr<const DeviceTargets>>& table,
+    const std::string& peer, const char* direction) {
+  auto it = table.find(peer);
+  if (it != table.end()) return it->second;
+  auto empty = std::make_shared<DeviceTargets>();
+  empty->peer = peer;
+  empty->direction = direction;
+  return empty;
 }
 
 }  // namespace
@@ -130,13 +126,15 @@ void DeviceMapTable::init(const std::string& self, const std::vector<std::string
   for (int rank = 0; rank < workerCount_; ++rank) {
     const std::string& name = workers[rank];
     ranks_[name] = rank;
-    publish(requests_, requestsByRank_, name, findOrEmpty(requests_, name, "request"));
-    publish(responses_, responsesByRank_, name, findOrEmpty(responses_, name, "response"));
+    // Every worker gets its entries now, empty ones included: made anew for
+    // each message, an empty one was an allocation and two strings on every
+    // call and every answer of the CUDA build, CPU-only ones included.
+    publish(requests_, requestsByRank_, name, entryOrEmpty(requests_, name, "request"));
+    publish(responses_, responsesByRank_, name, entryOrEmpty(responses_, name, "response"));
   }
 }
 
-void DeviceMapTable::publish(std::map<std::string, std::shared_ptr<const DeviceTargets>>& table,
-                             Slots& slots, const std::string& peer,
+void DeviceMapTable::publish(Table& table, Slots& slots, const std::string& peer,
                              std::shared_ptr<const DeviceTargets> targets) {
   auto rank = ranks_.find(peer);
   if (rank != ranks_.end()) slots[rank->second].store(targets.get(), std::memory_order_release);
@@ -203,12 +201,12 @@ void DeviceMapTable::onCallerDescriptors(const std::string& caller,
 
 std::shared_ptr<const DeviceTargets> DeviceMapTable::forRequest(const std::string& peer) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return findOrEmpty(requests_, peer, "request");
+  return entryOrEmpty(requests_, peer, "request");
 }
 
 std::shared_ptr<const DeviceTargets> DeviceMapTable::forResponse(const std::string& caller) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return findOrEmpty(responses_, caller, "response");
+  return entryOrEmpty(responses_, caller, "response");
 }
 
 }  // namespace rpcjob::runtime::cuda

@@ -67,14 +67,15 @@ class DeviceMapTable {
   static constexpr const char* kHandshakeEntry = "rpcjob:cuda";
 
  private:
+  using Table = std::map<std::string, std::shared_ptr<const DeviceTargets>>;
   using Slots = std::unique_ptr<std::atomic<const DeviceTargets*>[]>;
   const DeviceTargets* at(const Slots& slots, int rank) const {
     if (rank < 0 || rank >= workerCount_) return nullptr;
     return slots[rank].load(std::memory_order_acquire);
   }
   // Under mu_: `targets` becomes peer's entry in `table` and its rank's slot.
-  void publish(std::map<std::string, std::shared_ptr<const DeviceTargets>>& table, Slots& slots,
-               const std::string& peer, std::shared_ptr<const DeviceTargets> targets);
+  void publish(Table& table, Slots& slots, const std::string& peer,
+               std::shared_ptr<const DeviceTargets> targets);
 
   std::string self_;
   int localCount_ = 0;
@@ -82,9 +83,7 @@ class DeviceMapTable {
   std::map<std::string, int> ranks_;  // set by init, then read-only
   int workerCount_ = 0;
   mutable std::mutex mu_;
-  // Peers without a map get an empty entry at their first lookup (mutable).
-  mutable std::map<std::string, std::shared_ptr<const DeviceTargets>> requests_;
-  mutable std::map<std::string, std::shared_ptr<const DeviceTargets>> responses_;
+  Table requests_, responses_;  // every worker's, from init on
   // Every entry a slot ever pointed to: a peer's entry changes a few times at
   // most (init, a bad device count, the caller's handshake), and a reader
   // without a lock may still hold the one before.
