@@ -33,6 +33,9 @@
 namespace rpcjob::runtime {
 namespace {
 
+// How often a start-up still redialling one peer says so.
+constexpr auto kReportRedials = std::chrono::seconds(5);
+
 std::pair<std::string, std::string> splitHostPort(const std::string& address) {
   auto colon = address.rfind(':');
   return {address.substr(0, colon), address.substr(colon + 1)};
@@ -247,11 +250,25 @@ void RuntimeImpl::connectEveryPeer(Clock::time_point deadline) {
   }
   for (size_t r = 0; r < peers_.size(); ++r) {
     std::string error;
+    const auto since = Clock::now();
+    auto nextReport = since + kReportRedials;
+    int attempts = 1;
     while (!waitHandshake(static_cast<int>(r), deadline, error)) {
-      if (Clock::now() >= deadline) throw connectionError(workers_[r].name, error);
+      const auto now = Clock::now();
+      if (now >= deadline) throw connectionError(workers_[r].name, error);
+      if (now >= nextReport) {
+        // A start-up that waits on one peer for long says on whom and why, while
+        // it waits: the start timeout's error comes only at the end.
+        std::cerr << "rpcjob: worker '" << self().name << "': still connecting to '"
+                  << workers_[r].name << "' after "
+                  << std::chrono::duration_cast<std::chrono::seconds>(now - since).count()
+                  << " s (" << attempts << " attempts): " << error << "\n";
+        nextReport = now + kReportRedials;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // back off, then redial
       uint64_t generation;
       pipeTo(static_cast<int>(r), generation);
+      ++attempts;
     }
   }
 }

@@ -3,6 +3,7 @@
 #include <tensorpipe/tensorpipe.h>
 
 #include <algorithm>
+#include <iostream>
 
 #include "release_later.h"
 #include "runtime_impl.h"
@@ -72,7 +73,13 @@ void ShutdownCoordinator::run(std::chrono::milliseconds deadline) {
       try {
         std::rethrow_exception(ping.error());
       } catch (const RpcError& e) {
-        if (e.code() == ErrorCode::kConnection) markJoined(rank);  // dead: nothing to wait for
+        if (e.code() == ErrorCode::kConnection) {  // dead: nothing to wait for
+          // Said, because a live worker taken for dead is left behind in its own
+          // start-up or shutdown (it waits on us until its own deadline).
+          std::cerr << "rpcjob: worker '" << rt_.self().name << "': shutdown: not waiting for '"
+                    << rt_.workers()[rank].name << "', unreachable: " << e.what() << "\n";
+          markJoined(rank);
+        }
       } catch (...) {
       }
     }
