@@ -157,6 +157,23 @@ TEST_F(RuntimeTest, ShortTimeoutsBehindLongOnesStillFire) {
   EXPECT_FALSE(slow.hasError()) << slow.errorMessage();
 }
 
+// A deadline far enough ahead puts the call in the lock-free slots
+// (worker/src/pending_slots.h), whose deadlines the timeout thread finds by
+// scanning: it still fires at its time, not a scan period or more later, and
+// with a burst of calls in flight around it.
+TEST_F(RuntimeTest, ATimeoutFarAheadFiresOnTime) {
+  std::vector<runtime::Future> burst;
+  for (int64_t i = 0; i < 2000; ++i) burst.push_back(rt().rpcAsync("w1", "identity", {i}));
+  runtime::CallOptions options{std::chrono::milliseconds(700)};
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(codeOf([&] { rt().rpcSync("w2", "sleep_ms", {int64_t{5000}}, options); }),
+            ErrorCode::kTimeout);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, std::chrono::milliseconds(690));
+  EXPECT_LT(took, std::chrono::milliseconds(1500));
+  for (int64_t i = 0; i < 2000; ++i) EXPECT_EQ(burst[i].value().toInt(), i);
+}
+
 // The pending-call table under concurrency (worker/src/pending_calls.h): four
 // threads keep thousands of calls in flight at once, a third of them with a
 // 1 ms timeout that many miss (their answers then arrive for calls already

@@ -119,6 +119,8 @@ RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::strin
   }
   selfRank_ = it->second;
   failedPipes_.resize(workers_.size());
+  failedGenerations_.reset(new std::atomic<uint64_t>[workers_.size()]);
+  for (size_t r = 0; r < workers_.size(); ++r) failedGenerations_[r] = 0;
   unanswered_.resize(workers_.size());
   if (options_.deviceMaps.empty()) options_.deviceMaps = deviceMapsOf(assignment_, name);
   maxMessageBytes_ = options_.maxMessageBytes > 0 ? options_.maxMessageBytes : memoryLimitBytes();
@@ -541,7 +543,7 @@ std::shared_ptr<tensorpipe::Pipe> RuntimeImpl::pipeTo(int rank, uint64_t& genera
   }
   if (!full.empty()) {
     std::lock_guard<SpinMutex> lock(pendingMu_);
-    failedPipes_[rank] = {generation, full};
+    markPipeFailedLocked(rank, generation, full);
     return nullptr;
   }
   // Outside the lock: TensorPipe may run a failing pipe's callbacks inline, and
@@ -609,6 +611,7 @@ void RuntimeImpl::enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wr
     std::unique_lock<std::mutex> lock(writes.mu);
     if (activate) {  // the marker itself goes on the pipe, the first ordered message
       writes.lane = std::move(activate);
+      writes.laneUp.store(true, std::memory_order_relaxed);
       writes.laneSent = 0;
       writes.pipeSent = 1;
       wire::appendOrder(message->header, 0);
@@ -866,14 +869,22 @@ void RuntimeImpl::failPeer(int rank, uint64_t generation, const std::string& why
   broken->close();
   // Fail every call still waiting on that pipe; the next call dials again.
   std::vector<Pending> failed;
+  const auto onThatPipe = [&](const Pending& p) {
+    return p.peer == rank && p.generation == generation;
+  };
   {
     std::lock_guard<SpinMutex> lock(pendingMu_);
-    failedPipes_[rank] = {generation, why};  // calls registered from now on fail at once
-    failed = pending_.takeIf(
-        [&](const Pending& p) { return p.peer == rank && p.generation == generation; });
+    markPipeFailedLocked(rank, generation, why);  // calls registered from now on fail at once
+    failed = pending_.takeIf(onThatPipe);
     unanswered_[rank] -= static_cast<int>(failed.size());
   }
-  pendingCv_.notify_all();
+  slots_.takeIf(onThatPipe, failed);  // after the mark: none slips past (pending_slots.h)
+  {
+    // A graceful shutdown waits for the calls to drain, checking under the lock:
+    // a notify without it could fall between its check and its wait.
+    std::lock_guard<SpinMutex> lock(pendingMu_);
+    pendingCv_.notify_all();
+  }
   failPending(std::move(failed), std::make_exception_ptr(connectionError(peer.info.name, why)));
 }
 

@@ -117,13 +117,51 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   std::shared_ptr<WriteQueue> writes;
   std::shared_ptr<tensorpipe::Pipe> pipe = pipeTo(to, generation, &writes);
   pending.generation = generation;
-  bool wakeTimeouts = false;
   bool alone = false;  // no other call to `to` unanswered
+  const std::exception_ptr refused = registerPending(
+      id, pending, now.get(), writes != nullptr && likelyOnLane(*writes, *message), alone);
+  if (refused) {
+    state->fail(refused);
+    if (options_.observer) {
+      options_.observer->callFinished(pending.function, peerName, statusOf(refused),
+                                      pending.observed, EventTime());
+    }
+    return Future(std::move(state));
+  }
+  message->inlinePayload = alone;  // else a burst: keep the batching window (WriteQueue)
+  if (detail::batchingRuntime() == this && holdRequest(pipe, writes, message))
+    return Future(std::move(state));
+  WriteQueue& queue = *writes;  // `writes` itself moves into the keep-alive
+  enqueueWrite(pipe, queue, std::move(message), std::move(writes));
+  return Future(std::move(state));
+}
+
+std::exception_ptr RuntimeImpl::registerPending(uint64_t id, Pending& pending,
+                                                 Clock::time_point now, bool mayUseSlot,
+                                                 bool& alone) {
+  const int to = pending.peer;
+  const uint64_t generation = pending.generation;
+  // A slot's deadline is seen by the timeout thread's next scan but one, at
+  // the latest: it must not come before that (pending_slots.h).
+  const Clock::time_point wake = timeoutWake_.load(std::memory_order_relaxed);
+  if (mayUseSlot && (pending.deadline == Clock::time_point::max() ||
+                     pending.deadline >= std::max(now, wake) + 2 * kTimeoutTick)) {
+    const auto admitted = [&] {
+      return !stopTimeouts_.load() && failedGenerations_[to].load() < generation;
+    };
+    if (slots_.tryInsert(id, pending.deadline, pending, admitted) ==
+        PendingSlots<Pending>::Insert::kOk) {
+      return nullptr;
+    }
+    // Held by an older call, or refused: the locked table, which says why.
+  }
   std::exception_ptr refused;
+  bool wakeTimeouts = false;
   {
     std::lock_guard<SpinMutex> lock(pendingMu_);
+    const std::string& peerName = workers_[to].name;
     if (stopTimeouts_) {
-      // shutdown() drained pending_ after our check of closed_: nobody would
+      // shutdown() drained the calls after our check of closed_: nobody would
       // ever complete or time out this call.
       refused = std::make_exception_ptr(
           RpcError(ErrorCode::kShutdown, peerName, "the runtime is not running"));
@@ -133,38 +171,38 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
           RpcError(ErrorCode::kConnection, peerName,
                    "connection to worker '" + peerName + "' failed: " + failedPipes_[to].why));
     } else {
-      wakeTimeouts =
-          pending.deadline != Clock::time_point::max() && pending.deadline < timeoutWake_;
+      // Read again under the lock, under which the timeout thread sets it and
+      // reads pending_: the value above may be from before its last wake-up.
+      wakeTimeouts = pending.deadline != Clock::time_point::max() &&
+                     pending.deadline < timeoutWake_.load(std::memory_order_relaxed);
       const Clock::time_point deadline = pending.deadline;
       pending_.insert(id, deadline, std::move(pending));
       alone = unanswered_[to]++ == 0;
     }
   }
-  if (refused) {
-    state->fail(refused);
-    if (options_.observer) {
-      options_.observer->callFinished(pending.function, peerName, statusOf(refused),
-                                      pending.observed, EventTime());
-    }
-    return Future(std::move(state));
-  }
   if (wakeTimeouts) pendingCv_.notify_all();
-  message->inlinePayload = alone;  // else a burst: keep the batching window (WriteQueue)
-  if (detail::batchingRuntime() == this && holdRequest(pipe, writes, message))
-    return Future(std::move(state));
-  WriteQueue& queue = *writes;  // `writes` itself moves into the keep-alive
-  enqueueWrite(pipe, queue, std::move(message), std::move(writes));
-  return Future(std::move(state));
+  return refused;
+}
+
+void RuntimeImpl::markPipeFailedLocked(int rank, uint64_t generation, const std::string& why) {
+  failedPipes_[rank] = {generation, why};
+  failedGenerations_[rank].store(generation);  // sequentially consistent: pending_slots.h
 }
 
 std::optional<RuntimeImpl::Pending> RuntimeImpl::takePending(uint64_t id) {
-  std::lock_guard<SpinMutex> lock(pendingMu_);
-  std::optional<Pending> pending = pending_.take(id);
-  if (!pending) return std::nullopt;  // timed out or failed already
-  unanswered_[pending->peer]--;
-  // Only a graceful shutdown waits for pending_ to drain (ShutdownCoordinator::run
+  std::optional<Pending> pending = slots_.take(id);
+  if (!pending) {
+    std::lock_guard<SpinMutex> lock(pendingMu_);
+    pending = pending_.take(id);
+    if (!pending) return std::nullopt;  // timed out or failed already
+    unanswered_[pending->peer]--;
+  }
+  // Only a graceful shutdown waits for the calls to drain (ShutdownCoordinator::run
   // sets closing_ first): anyone else would wake the timeout thread for nothing.
-  if (pending_.empty() && closing_.load()) pendingCv_.notify_all();
+  if (closing_.load()) {
+    std::lock_guard<SpinMutex> lock(pendingMu_);
+    pendingCv_.notify_all();  // the waiter checks noCallsPending()
+  }
   return pending;
 }
 
@@ -234,8 +272,12 @@ void RuntimeImpl::timeoutLoop() {
       lock.lock();
       continue;
     }
-    std::optional<Pending> expired = pending_.takeExpired(now);
-    const bool holding = !expired && deferredReleases().held() > 0;
+    std::vector<Pending> expired;
+    while (std::optional<Pending> late = pending_.takeExpired(now)) {
+      unanswered_[late->peer]--;
+      expired.push_back(std::move(*late));
+    }
+    const bool holding = expired.empty() && deferredReleases().held() > 0;
     if (holding && now >= staleCheck) {
       staleCheck = now + DeferredReleases::kMaxAge / 2;
       lock.unlock();  // destructors run there
@@ -243,27 +285,29 @@ void RuntimeImpl::timeoutLoop() {
       lock.lock();
       continue;  // anything may have changed meanwhile
     }
-    if (!expired) {
-      auto next = std::min(now + kTimeoutTick, pending_.nextDeadline());
-      if (holding) next = std::min(next, staleCheck);
-      if (!closes_.empty()) next = std::min(next, closes_.begin()->first);
-      timeoutWake_ = next;
-      pendingCv_.wait_until(lock, next);
-      timeoutWake_ = Clock::time_point::min();
-      continue;
-    }
-    Pending pending = std::move(*expired);
-    unanswered_[pending.peer]--;
     lock.unlock();
-    const std::string& peerName = workers_[pending.peer].name;
-    pending.future->fail(std::make_exception_ptr(
-        RpcError(ErrorCode::kTimeout, peerName, "call to worker '" + peerName + "' timed out")));
-    if (options_.observer) {
-      options_.observer->callFinished(pending.function, peerName, CallStatus::kTimeout,
-                                      pending.observed, EventTime());
+    // The slots' calls: a scan without the lock (pending_slots.h).
+    const Clock::time_point slotsNext = slots_.takeExpired(now, expired);
+    for (Pending& pending : expired) {
+      const std::string& peerName = workers_[pending.peer].name;
+      pending.future->fail(std::make_exception_ptr(
+          RpcError(ErrorCode::kTimeout, peerName, "call to worker '" + peerName + "' timed out")));
+      if (options_.observer) {
+        options_.observer->callFinished(pending.function, peerName, CallStatus::kTimeout,
+                                        pending.observed, EventTime());
+      }
     }
     lock.lock();
-    if (pending_.empty()) pendingCv_.notify_all();
+    if (!expired.empty()) {
+      pendingCv_.notify_all();  // a graceful shutdown may wait for the calls to drain
+      continue;
+    }
+    auto next = std::min({now + kTimeoutTick, pending_.nextDeadline(), slotsNext});
+    if (holding) next = std::min(next, staleCheck);
+    if (!closes_.empty()) next = std::min(next, closes_.begin()->first);
+    timeoutWake_.store(next, std::memory_order_relaxed);
+    pendingCv_.wait_until(lock, next);
+    timeoutWake_.store(Clock::time_point::min(), std::memory_order_relaxed);
   }
 }
 

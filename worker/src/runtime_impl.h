@@ -26,6 +26,7 @@
 #include "header_codec.h"
 #include "lane/order.h"
 #include "pending_calls.h"
+#include "pending_slots.h"
 #include "rpcjob/runtime/runtime.h"
 #include "rref_context.h"
 #include "serialization.h"
@@ -163,6 +164,9 @@ class RuntimeImpl {
     // small messages go on it and every message carries its order
     // (wire::kHasOrder): `pipeSent` and `laneSent` count what went each way.
     std::shared_ptr<lane::Lane> lane;
+    // Set with `lane`, cleared when it closes: read without `mu`, as a hint
+    // of where a call goes (registerPending).
+    std::atomic<bool> laneUp{false};
     std::shared_ptr<lane::Lane> offered;  // a client's lane awaiting kLaneReply
     uint64_t pipeSent = 0;
     uint64_t laneSent = 0;
@@ -362,6 +366,18 @@ class RuntimeImpl {
   // The call waiting for answer `id`, taken out of pending_ (none: it timed out
   // or failed already); then completed with the answer `msg`.
   std::optional<Pending> takePending(uint64_t id);
+  // Registers call `id` (in slots_ when `mayUseSlot` and its deadline allow,
+  // else in pending_); the error to fail it with when the runtime or its pipe
+  // refuses it. `alone`: no other call to its peer unanswered, counted only
+  // for calls in pending_ (those in slots_ go on a lane, which ignores it).
+  std::exception_ptr registerPending(uint64_t id, Pending& pending, Clock::time_point now,
+                                     bool mayUseSlot, bool& alone);
+  // Whether `m` will most likely go on `writes`' lane (no lock: a hint).
+  static bool likelyOnLane(const WriteQueue& writes, const OutgoingMessage& m);
+  // Under pendingMu_: a pipe failed; calls made on it from now on fail at once.
+  void markPipeFailedLocked(int rank, uint64_t generation, const std::string& why);
+  // Under pendingMu_ (for pending_): no call in flight (slots_ scanned).
+  bool noCallsPending() { return pending_.empty() && slots_.empty(); }
   void completePending(Pending pending, IncomingMessage& msg);
   // Fails calls taken out of pending_ (a broken pipe, shutdown) with `error`,
   // each recorded by the observer as finished.
@@ -410,8 +426,11 @@ class RuntimeImpl {
 
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank
 
-  // Taken by the caller for every call and by the poller for every answer:
-  // a SpinMutex, so that the two rarely meet in a futex (spin_mutex.h).
+  // The calls in flight: most in slots_, without a lock (pending_slots.h);
+  // the rest (a slot still held, a deadline too near for the timeout thread's
+  // scan) in pending_, under pendingMu_. A SpinMutex, so that a caller and a
+  // poller that meet there rarely meet in a futex (spin_mutex.h).
+  PendingSlots<Pending> slots_;
   SpinMutex pendingMu_;
   PendingCalls<Pending> pending_;  // with their deadlines
   // Server pipes that refused a message, kept open (a pipe closes when its last
@@ -425,14 +444,15 @@ class RuntimeImpl {
   // waking it costs a futex call on each side of every call, which was most of
   // a small call's bookkeeping. It never sleeps longer than kTimeoutTick, so an
   // idle runtime never needs waking for a call either.
-  Clock::time_point timeoutWake_ = Clock::time_point::min();
+  std::atomic<Clock::time_point> timeoutWake_{Clock::time_point::min()};
   static constexpr std::chrono::milliseconds kTimeoutTick{100};
   // On a line apart from timeoutWake_ and pendingCv_, which other threads
   // write: every call's fetch_add is a locked instruction and waits for its line.
   alignas(64) std::atomic<uint64_t> nextCallId_{1};
   std::vector<int> unanswered_;  // by peer rank, under pendingMu_: calls in pending_
   std::thread timeoutThread_;
-  bool stopTimeouts_ = false;  // under pendingMu_
+  // Set under pendingMu_; read without it by a call registering in slots_.
+  std::atomic<bool> stopTimeouts_{false};
   // By rank, under pendingMu_: the latest pipe generation failPeer swept, and why.
   // A call made on that pipe but registered after the sweep fails at once rather
   // than waiting (without a timeout: forever) for an answer that cannot come.
@@ -441,6 +461,8 @@ class RuntimeImpl {
     std::string why;
   };
   std::vector<FailedPipe> failedPipes_;
+  // Their generations again, for a call registering in slots_ without the lock.
+  std::unique_ptr<std::atomic<uint64_t>[]> failedGenerations_;
 
   std::mutex serverMu_;
   std::vector<std::shared_ptr<ServerPipe>> serverPipes_;

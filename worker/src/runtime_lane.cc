@@ -150,6 +150,11 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
   return lane.get();
 }
 
+bool RuntimeImpl::likelyOnLane(const WriteQueue& writes, const OutgoingMessage& m) {
+  return writes.laneUp.load(std::memory_order_relaxed) && m.tensors.empty() &&
+         (!m.hasPayload || m.payload.size() <= wire::kMaxInlinePayload);
+}
+
 RuntimeImpl::Routed RuntimeImpl::routeLocked(WriteQueue& writes, OutgoingMessage& m,
                                              std::string& why, bool hold) {
   lane::Lane& l = *writes.lane;
@@ -186,6 +191,7 @@ void RuntimeImpl::closeLane(WriteQueue& writes) {
   {
     std::lock_guard<std::mutex> lock(writes.mu);
     lane = writes.lane;  // kept: later messages stay ordered (they fail anyway)
+    writes.laneUp.store(false, std::memory_order_relaxed);
     offered = std::move(writes.offered);
   }
   writes.order->fail();

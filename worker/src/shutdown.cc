@@ -38,7 +38,7 @@ void ShutdownCoordinator::run(std::chrono::milliseconds deadline) {
   {
     // Our own calls first: nobody may close while we still wait for answers.
     std::unique_lock<SpinMutex> lock(rt_.pendingMu_);
-    rt_.pendingCv_.wait_until(lock, until, [&] { return rt_.pending_.empty(); });
+    rt_.pendingCv_.wait_until(lock, until, [&] { return rt_.noCallsPending(); });
   }
   auto remaining = [&] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
@@ -125,6 +125,7 @@ void RuntimeImpl::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline
     closes_.clear();  // the context is closed: so are they
     stopTimeouts_ = true;
   }
+  slots_.takeAll(failed);  // after stopTimeouts_: none slips past (pending_slots.h)
   pendingCv_.notify_all();
   if (timeoutThread_.joinable()) timeoutThread_.join();
   failPending(std::move(failed),
