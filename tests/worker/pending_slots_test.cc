@@ -135,8 +135,7 @@ TEST(PendingSlots, EveryCallIsTakenOnceUnderRaces) {
     while (!done.load()) {
       std::vector<std::string> out;
       s.takeExpired(Clock::now(), out);
-      s.takeIf([&](const std::string& c) { return std::stoull(c) % 1000 == random() % 1000; },
-               out);
+      s.takeIf([&](const std::string& c) { return std::stoull(c) % 1000 == random() % 1000; }, out);
       for (const auto& c : out) count(c);
     }
   });

@@ -54,8 +54,7 @@ class PendingSlots {
   static constexpr size_t kDefaultCount = 4096;
 
   // `count`: a power of two.
-  explicit PendingSlots(size_t count = kDefaultCount)
-      : slots_(new Slot[count]), mask_(count - 1) {}
+  explicit PendingSlots(size_t count = kDefaultCount) : slots_(new Slot[count]), mask_(count - 1) {}
 
   enum class Insert { kOk, kTaken, kRefused };
 
@@ -102,9 +101,7 @@ class PendingSlots {
   }
 
   // Whether call `id` is still in its slot (for tests).
-  bool holds(uint64_t id) const {
-    return slotOf(id).tag.load(std::memory_order_acquire) == id;
-  }
+  bool holds(uint64_t id) const { return slotOf(id).tag.load(std::memory_order_acquire) == id; }
 
   // Every call for which pred(const Call&) holds, appended to `out`. Waits out
   // slots that are busy, so that a call being registered is either seen here

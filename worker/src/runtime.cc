@@ -263,8 +263,8 @@ void RuntimeImpl::connectEveryPeer(Clock::time_point deadline) {
         // it waits: the start timeout's error comes only at the end.
         std::cerr << "rpcjob: worker '" << self().name << "': still connecting to '"
                   << workers_[r].name << "' after "
-                  << std::chrono::duration_cast<std::chrono::seconds>(now - since).count()
-                  << " s (" << attempts << " attempts): " << error << "\n";
+                  << std::chrono::duration_cast<std::chrono::seconds>(now - since).count() << " s ("
+                  << attempts << " attempts): " << error << "\n";
         nextReport = now + kReportRedials;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // back off, then redial

@@ -137,8 +137,8 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
 }
 
 std::exception_ptr RuntimeImpl::registerPending(uint64_t id, Pending& pending,
-                                                 Clock::time_point now, bool mayUseSlot,
-                                                 bool& alone) {
+                                                Clock::time_point now, bool mayUseSlot,
+                                                bool& alone) {
   const int to = pending.peer;
   const uint64_t generation = pending.generation;
   // A slot's deadline is seen by the timeout thread's next scan but one, at
