@@ -118,6 +118,29 @@ TEST(LaneTest, LargeAndSmallMessagesArriveInOrder) {
   EXPECT_GT(runtime::lane::laneCounters().framesSent, 500u);
 }
 
+// While the peer's reader sleeps, small calls fill the lane's ring (1 MiB):
+// the ones that do not fit go on the pipe, and all arrive in the order sent.
+TEST(LaneTest, CallsThatFindTheRingFullTakeThePipeInOrder) {
+  Cluster cluster(1);
+  runtime::Runtime& rt = cluster.driver();
+  ASSERT_EQ(rt.rpcSync("w1", "identity", {int64_t{0}}).toInt(), 0);  // the lane is up
+  rt.rpcSync("w1", "arrivals", {});
+  const auto before = runtime::lane::laneCounters();
+  constexpr int64_t kCalls = 300;
+  const std::string filler(20000, 'f');  // inline, so lane-sized: 50 fill the ring
+  std::vector<runtime::Future> calls;
+  calls.push_back(rt.rpcAsync("w1", "record_then_sleep", {int64_t{0}, int64_t{500}}));
+  for (int64_t i = 1; i < kCalls; ++i) calls.push_back(rt.rpcAsync("w1", "record", {i, filler}));
+  runtime::waitAll(calls);
+  for (auto& c : calls) ASSERT_FALSE(c.hasError()) << c.errorMessage();
+  const auto sent = runtime::lane::laneCounters().framesSent - before.framesSent;
+  EXPECT_LT(sent, static_cast<uint64_t>(kCalls)) << "the ring never filled";
+  EXPECT_GT(sent, 10u);
+  auto got = rt.rpcSync("w1", "arrivals", {}).toIntVector();
+  ASSERT_EQ(got.size(), static_cast<size_t>(kCalls));
+  for (int64_t i = 0; i < kCalls; ++i) ASSERT_EQ(got[i], i) << "out of order at " << i;
+}
+
 TEST(LaneTest, AKilledPeerFailsTheLanesCallsInTime) {
   Cluster cluster(1);
   runtime::Runtime& rt = cluster.driver();

@@ -131,6 +131,18 @@ void registerTestFunctions(runtime::Runtime& rt) {
                         return c10::IValue();
                       },
                       {true});
+  // The same, then a sleep of args[1] ms on the reading thread: while it
+  // sleeps, that thread reads nothing more (a lane's ring fills up).
+  rt.registerFunction("record_then_sleep",
+                      [](const CallInfo&, Args args) {
+                        {
+                          std::lock_guard<std::mutex> lock(arrivalsMu);
+                          arrivals.push_back(args.at(0).toInt());
+                        }
+                        std::this_thread::sleep_for(std::chrono::milliseconds(args.at(1).toInt()));
+                        return c10::IValue();
+                      },
+                      {true});
   rt.registerFunction("arrivals", [](const CallInfo&, Args) {
     std::lock_guard<std::mutex> lock(arrivalsMu);
     c10::List<int64_t> out;

@@ -13,7 +13,9 @@ namespace {
 // dozen per header and 5 % of an async caller's time on the GPU host.
 class Writer {
  public:
-  explicit Writer(size_t size, size_t spare = 0) {
+  // Into `reuse`'s memory: a thread's scratch string, written once per call.
+  Writer(std::string reuse, size_t size, size_t spare) : out_(std::move(reuse)) {
+    out_.clear();
     out_.reserve(size + spare);
     out_.resize(size);
   }
@@ -120,9 +122,15 @@ size_t encodedHeaderSize(const Header& h) {
 }
 
 std::string encodeHeader(const Header& h, size_t spare) {
-  // One allocation: the exact size, plus what the caller appends (an inline
-  // payload), instead of the string's doublings as the fields go in.
-  Writer w(encodedHeaderSize(h), spare);
+  std::string out;
+  encodeHeaderInto(h, spare, out);
+  return out;
+}
+
+void encodeHeaderInto(const Header& h, size_t spare, std::string& out) {
+  // One allocation at most: the exact size, plus what the caller appends (an
+  // inline payload), instead of the string's doublings as the fields go in.
+  Writer w(std::move(out), encodedHeaderSize(h), spare);
   w.u8('R');
   w.u8('J');
   w.u8(kVersion);
@@ -151,7 +159,7 @@ std::string encodeHeader(const Header& h, size_t spare) {
     }
   }
   if (h.hasOrder) w.fixed<uint64_t>(h.orderBefore);
-  return w.take();
+  out = w.take();
 }
 
 std::string decodeHeader(const char* data, size_t size, Header& out) {
@@ -247,7 +255,7 @@ int64_t numElements(const std::vector<int64_t>& sizes) {
 }
 
 std::string encodeTensorMeta(const TensorMeta& m) {
-  Writer w(0);
+  Writer w({}, 0, 0);
   w.u8(kVersion);
   w.fixed<int8_t>(m.dtype);
   w.fixed<int8_t>(m.deviceType);
@@ -277,7 +285,7 @@ std::string decodeTensorMeta(const char* data, size_t size, TensorMeta& out) {
 }
 
 std::string encodeChannelDescriptors(const ChannelDescriptors& descriptors) {
-  Writer w(0);
+  Writer w({}, 0, 0);
   w.u8(kVersion);
   w.fixed<uint16_t>(static_cast<uint16_t>(descriptors.size()));
   for (const auto& [channel, devices] : descriptors) {

@@ -141,6 +141,8 @@ struct Header {
 // `spare`: capacity reserved beyond the header, for an inline payload that
 // appendInlinePayload() adds later without reallocating.
 std::string encodeHeader(const Header& header, size_t spare = 0);
+// The same into `out`, whose memory it reuses (a thread's scratch string).
+void encodeHeaderInto(const Header& header, size_t spare, std::string& out);
 // What encodeHeader() writes, in bytes.
 size_t encodedHeaderSize(const Header& header);
 // Returns an empty string on success, else what is wrong.

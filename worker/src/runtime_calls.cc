@@ -89,15 +89,27 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   const uint64_t id = nextCallId_.fetch_add(1);
   header.id = id;
   std::shared_ptr<OutgoingMessage> message;
+  // A small tensorless call's frame for the lane, made without a message
+  // (allocations and a reference count fewer per call); a CallBatch holds
+  // messages, so it makes them.
+  LaneFrame* frame = detail::batchingRuntime() == this ? nullptr : lendLaneFrame();
+  struct Return {
+    LaneFrame* frame;
+    ~Return() { returnLaneFrame(frame); }
+  } giveBack{frame};
   try {
     autograd_->onSendRequest(header, value, to);
 #if RPCJOB_WITH_CUDA
-    message = makeMessage(
-        header, value,
-        inverseDeviceMap ? deviceMaps_.responseTargets(to) : deviceMaps_.requestTargets(to));
+    const DeviceTargets* targets =
+        inverseDeviceMap ? deviceMaps_.responseTargets(to) : deviceMaps_.requestTargets(to);
 #else
-    message = makeMessage(header, value);
+    const DeviceTargets* targets = nullptr;
 #endif
+    if (frame == nullptr || value == nullptr ||
+        !encodeInline(header, *value, targets, frame->header, frame->payload)) {
+      frame = nullptr;
+      message = makeMessage(header, value, targets);
+    }
   } catch (...) {
     state->fail(std::current_exception());
     return Future(std::move(state));
@@ -118,8 +130,10 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   std::shared_ptr<tensorpipe::Pipe> pipe = pipeTo(to, generation, &writes);
   pending.generation = generation;
   bool alone = false;  // no other call to `to` unanswered
-  const std::exception_ptr refused = registerPending(
-      id, pending, now.get(), writes != nullptr && likelyOnLane(*writes, *message), alone);
+  const bool likelyLane =
+      writes != nullptr && (frame != nullptr ? writes->laneUp.load(std::memory_order_relaxed)
+                                             : likelyOnLane(*writes, *message));
+  const std::exception_ptr refused = registerPending(id, pending, now.get(), likelyLane, alone);
   if (refused) {
     state->fail(refused);
     if (options_.observer) {
@@ -127,6 +141,10 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
                                       pending.observed, EventTime());
     }
     return Future(std::move(state));
+  }
+  if (frame != nullptr) {
+    if (sendOnLane(*writes, *frame)) return Future(std::move(state));
+    message = laneFrameMessage(*frame);  // no lane, or it cannot take it now: the pipe
   }
   message->inlinePayload = alone;  // else a burst: keep the batching window (WriteQueue)
   if (detail::batchingRuntime() == this && holdRequest(pipe, writes, message))

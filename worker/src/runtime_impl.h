@@ -307,6 +307,23 @@ class RuntimeImpl {
   Routed routeLocked(WriteQueue& writes, OutgoingMessage& message, std::string& why,
                      bool hold = false);
   void laneBroken(WriteQueue& writes, const std::string& why);
+  // A request's lane frame made without an OutgoingMessage (encodeInline): the
+  // encoded header, then the order field and the payload, appended under the
+  // write lock. One per thread, reused: laneFrame() lends it, null while it is
+  // lent already (a call made from a callback that runs inside another's send).
+  struct LaneFrame {
+    std::string header;
+    std::vector<char> payload;
+    bool lent = false;
+  };
+  static LaneFrame* lendLaneFrame();
+  static void returnLaneFrame(LaneFrame* frame);
+  // Sends `frame` on `writes`' lane, as routeLocked an OutgoingMessage; false
+  // when the lane cannot take it now (none, closed, too large, full), and the
+  // caller then makes it a message for the pipe (laneFrameMessage). A broken
+  // lane breaks the pipe (its calls fail with it) and counts as sent.
+  bool sendOnLane(WriteQueue& writes, LaneFrame& frame);
+  static std::shared_ptr<OutgoingMessage> laneFrameMessage(const LaneFrame& frame);
   // Ends the pipe's lane: its poller drops it, waits on its order end.
   void closeLane(WriteQueue& writes);
   wire::DeviceDescriptors laneDescriptor() const;

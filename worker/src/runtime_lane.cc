@@ -179,6 +179,53 @@ RuntimeImpl::Routed RuntimeImpl::routeLocked(WriteQueue& writes, OutgoingMessage
   return Routed::kPipe;
 }
 
+RuntimeImpl::LaneFrame* RuntimeImpl::lendLaneFrame() {
+  thread_local LaneFrame frame;
+  if (frame.lent) return nullptr;
+  frame.lent = true;
+  return &frame;
+}
+
+void RuntimeImpl::returnLaneFrame(LaneFrame* frame) {
+  if (frame != nullptr) frame->lent = false;
+}
+
+bool RuntimeImpl::sendOnLane(WriteQueue& writes, LaneFrame& frame) {
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(writes.mu);
+    if (!writes.lane) return false;
+    lane::Lane& l = *writes.lane;
+    const size_t size = frame.header.size();
+    if (!l.canSend() || size + wire::kOrderBytes + 4 + frame.payload.size() > l.maxFrame()) {
+      return false;
+    }
+    const char flags = frame.header[5];
+    wire::appendOrder(frame.header, writes.pipeSent);
+    wire::appendInlinePayload(frame.header, frame.payload.data(), frame.payload.size());
+    const lane::RingProducer::Status s =
+        l.send(frame.header.data(), frame.header.size(), &why, lane::Lane::Publish::kNow);
+    if (s == lane::RingProducer::Status::kOk) {
+      writes.laneSent++;
+      return true;
+    }
+    frame.header.resize(size);  // as encoded: laneFrameMessage's
+    frame.header[5] = flags;
+    if (s != lane::RingProducer::Status::kBroken) return false;  // full: the pipe takes it
+  }
+  laneBroken(writes, why);
+  return true;
+}
+
+std::shared_ptr<OutgoingMessage> RuntimeImpl::laneFrameMessage(const LaneFrame& frame) {
+  auto out = std::make_shared<OutgoingMessage>();
+  out->header.reserve(frame.header.size() + wire::kOrderBytes + 4 + frame.payload.size());
+  out->header = frame.header;
+  out->payload = frame.payload;
+  out->hasPayload = true;
+  return out;
+}
+
 void RuntimeImpl::laneBroken(WriteQueue& writes, const std::string& why) {
   std::cerr << "rpcjob: worker '" << self().name
             << "': the peer broke the shared-memory lane: " << why << "\n";

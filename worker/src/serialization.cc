@@ -54,7 +54,7 @@ bool fastTensor(const at::Tensor& t) {
 
 // Whether `v` is made only of what the fast encoding carries; adds its encoded
 // size to `bytes`, so that the payload is allocated once (not grown field by field).
-bool fastEncodable(const c10::IValue& v, size_t depth, size_t& bytes) {
+bool fastEncodable(const c10::IValue& v, size_t depth, size_t& bytes, size_t& tableRefs) {
   if (depth > wire::kFastMaxDepth) return false;
   if (v.isNone() || v.isBool()) {
     bytes += 1;
@@ -74,13 +74,15 @@ bool fastEncodable(const c10::IValue& v, size_t depth, size_t& bytes) {
     if (!fastTensor(t)) return false;
     // tag, dtype, ndim, sizes, nbytes, bytes; or tag and table index
     const size_t n = t.nbytes();
-    bytes += n <= wire::kFastInlineTensorBytes ? 1 + 1 + 1 + 8 * t.dim() + 8 + n : 1 + 4;
+    const bool inlined = n <= wire::kFastInlineTensorBytes;
+    bytes += inlined ? 1 + 1 + 1 + 8 * t.dim() + 8 + n : 1 + 4;
+    if (!inlined) ++tableRefs;
     return true;
   }
   if (v.isTuple()) {
     bytes += 1 + 4;
     for (const auto& e : v.toTupleRef().elements()) {
-      if (!fastEncodable(e, depth + 1, bytes)) return false;
+      if (!fastEncodable(e, depth + 1, bytes, tableRefs)) return false;
     }
     return true;
   }
@@ -214,7 +216,8 @@ std::shared_ptr<OutgoingMessage> makeMessage(const wire::Header& header, const c
   }
   std::vector<at::Tensor> table;
   size_t fastBytes = 2;  // kFastMagic, kFastVersion
-  bool fast = fastEncodable(*value, 0, fastBytes);
+  size_t tableRefs = 0;
+  bool fast = fastEncodable(*value, 0, fastBytes, tableRefs);
 #if RPCJOB_WITH_CUDA
   // Host tensors mapped to a peer's GPU go through the tensor table.
   if (targets != nullptr && targets->map.count(-1) && targets->map.at(-1) >= 0) fast = false;
@@ -255,6 +258,27 @@ std::shared_ptr<OutgoingMessage> makeMessage(const wire::Header& header, const c
     out->tensors.push_back(std::move(c));
   }
   return out;
+}
+
+bool encodeInline(const wire::Header& header, const c10::IValue& value,
+                  [[maybe_unused]] const DeviceTargets* targets, std::string& headerOut,
+                  std::vector<char>& payload) {
+  size_t bytes = 2;  // kFastMagic, kFastVersion
+  size_t tableRefs = 0;
+  if (!fastEncodable(value, 0, bytes, tableRefs) || tableRefs != 0 ||
+      bytes > wire::kMaxInlinePayload) {
+    return false;
+  }
+#if RPCJOB_WITH_CUDA
+  if (targets != nullptr && targets->map.count(-1) && targets->map.at(-1) >= 0) return false;
+#endif
+  payload.clear();
+  payload.reserve(bytes);
+  wire::FastEncoder encoder(payload);
+  std::vector<at::Tensor> none;  // no reference into a table: checked above
+  fastEncode(value, encoder, none);
+  wire::encodeHeaderInto(header, wire::kOrderBytes + 4 + payload.size(), headerOut);
+  return true;
 }
 
 std::shared_ptr<OutgoingMessage> makeRawMessage(const wire::Header& header, std::string bytes) {

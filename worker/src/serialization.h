@@ -63,6 +63,13 @@ struct OutgoingMessage {
 // `targets` (CUDA build) says where tensors go on the peer; null: CPU only.
 std::shared_ptr<OutgoingMessage> makeMessage(const wire::Header& header, const c10::IValue* value,
                                              const DeviceTargets* targets = nullptr);
+// The same for a value that can travel inline as it is (the fast encoding, no
+// tensor table, at most wire::kMaxInlinePayload bytes): its payload into
+// `payload` and the header into `headerOut` (room left for the order field and
+// the payload), reusing their memory, with no OutgoingMessage. False, when the
+// value needs makeMessage. A lane frame's path (runtime_lane.cc).
+bool encodeInline(const wire::Header& header, const c10::IValue& value,
+                  const DeviceTargets* targets, std::string& headerOut, std::vector<char>& payload);
 // A message whose payload is raw bytes (the handshake's descriptors).
 std::shared_ptr<OutgoingMessage> makeRawMessage(const wire::Header& header, std::string bytes);
 
