@@ -141,6 +141,37 @@ TEST(LaneTest, CallsThatFindTheRingFullTakeThePipeInOrder) {
   for (int64_t i = 0; i < kCalls; ++i) ASSERT_EQ(got[i], i) << "out of order at " << i;
 }
 
+// A CallBatch holds small calls as lane frames and the others as messages for
+// the pipe, and writes both at its flushes (each 256, at a wait, at its end):
+// they still arrive in the order made.
+TEST(LaneTest, ABatchKeepsItsCallsInOrderAcrossLaneAndPipe) {
+  Cluster cluster(1);
+  runtime::Runtime& rt = cluster.driver();
+  ASSERT_EQ(rt.rpcSync("w1", "identity", {int64_t{0}}).toInt(), 0);  // the lane is up
+  rt.rpcSync("w1", "arrivals", {});
+  const auto before = runtime::lane::laneCounters();
+  const at::Tensor big = at::ones({40000}, at::kFloat);  // the pipe, by channel
+  constexpr int64_t kCalls = 1000;
+  std::vector<runtime::Future> calls;
+  {
+    runtime::CallBatch batch(rt);
+    for (int64_t i = 0; i < kCalls; ++i) {
+      std::vector<c10::IValue> args{i};
+      if (i % 97 == 5 || (i >= 600 && i < 603)) args.push_back(big);
+      calls.push_back(rt.rpcAsync("w1", "record", std::move(args)));
+      if (i == 700) {
+        EXPECT_FALSE(calls[650].isDone());  // held: isDone() is not a wait
+      }
+    }
+  }
+  runtime::waitAll(calls);
+  for (auto& c : calls) ASSERT_FALSE(c.hasError()) << c.errorMessage();
+  auto got = rt.rpcSync("w1", "arrivals", {}).toIntVector();
+  ASSERT_EQ(got.size(), static_cast<size_t>(kCalls));
+  for (int64_t i = 0; i < kCalls; ++i) ASSERT_EQ(got[i], i) << "out of order at " << i;
+  EXPECT_GT(runtime::lane::laneCounters().framesSent - before.framesSent, 900u);
+}
+
 TEST(LaneTest, AKilledPeerFailsTheLanesCallsInTime) {
   Cluster cluster(1);
   runtime::Runtime& rt = cluster.driver();

@@ -90,9 +90,8 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   header.id = id;
   std::shared_ptr<OutgoingMessage> message;
   // A small tensorless call's frame for the lane, made without a message
-  // (allocations and a reference count fewer per call); a CallBatch holds
-  // messages, so it makes them.
-  LaneFrame* frame = detail::batchingRuntime() == this ? nullptr : lendLaneFrame();
+  // (allocations and a reference count fewer per call).
+  LaneFrame* frame = lendLaneFrame();
   struct Return {
     LaneFrame* frame;
     ~Return() { returnLaneFrame(frame); }
@@ -143,8 +142,11 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
     return Future(std::move(state));
   }
   if (frame != nullptr) {
-    if (sendOnLane(*writes, *frame)) return Future(std::move(state));
-    message = laneFrameMessage(*frame);  // no lane, or it cannot take it now: the pipe
+    const bool sent = detail::batchingRuntime() == this ? holdFrame(pipe, writes, *frame)
+                                                        : sendOnLane(*writes, *frame);
+    if (sent) return Future(std::move(state));
+    // No lane, or it cannot take it now: the pipe.
+    message = laneFrameMessage(frame->header, {frame->payload.data(), frame->payload.size()});
   }
   message->inlinePayload = alone;  // else a burst: keep the batching window (WriteQueue)
   if (detail::batchingRuntime() == this && holdRequest(pipe, writes, message))

@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -292,6 +293,18 @@ class RuntimeImpl {
     std::vector<std::shared_ptr<OutgoingMessage>> messages;
   };
   using HeldRequests = std::vector<HeldPipe>;
+  // A CallBatch's frames for one pipe's lane, in order, not yet in its ring
+  // (holdFrame): per frame its encoded header, then its payload, each after
+  // its size (4 bytes).
+  struct HeldFrames {
+    std::shared_ptr<tensorpipe::Pipe> pipe;
+    std::shared_ptr<WriteQueue> writes;
+    std::string bytes;
+    size_t count = 0;
+  };
+  // Writes them to the lane, published together; the first the lane cannot
+  // take and all after it go to the pipe as messages, in order.
+  void writeFrames(HeldFrames held);
   // Holds `message` when this thread's CallBatch is ours (true), else false.
   bool holdRequest(const std::shared_ptr<tensorpipe::Pipe>& pipe,
                    const std::shared_ptr<WriteQueue>& writes,
@@ -323,7 +336,14 @@ class RuntimeImpl {
   // caller then makes it a message for the pipe (laneFrameMessage). A broken
   // lane breaks the pipe (its calls fail with it) and counts as sent.
   bool sendOnLane(WriteQueue& writes, LaneFrame& frame);
-  static std::shared_ptr<OutgoingMessage> laneFrameMessage(const LaneFrame& frame);
+  // call_batch.cc: holds `frame` when this thread's CallBatch is ours, for
+  // writeFrames at the batch's flush (or a wait, or every kHeldPerPipe); false
+  // when it may not: no lane, or messages of the batch held for this pipe,
+  // which it must not overtake (it is held as one of them).
+  bool holdFrame(const std::shared_ptr<tensorpipe::Pipe>& pipe,
+                 const std::shared_ptr<WriteQueue>& writes, LaneFrame& frame);
+  static std::shared_ptr<OutgoingMessage> laneFrameMessage(std::string_view header,
+                                                           std::string_view payload);
   // Ends the pipe's lane: its poller drops it, waits on its order end.
   void closeLane(WriteQueue& writes);
   wire::DeviceDescriptors laneDescriptor() const;

@@ -5,6 +5,7 @@
 
 #include <tensorpipe/tensorpipe.h>
 
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -217,13 +218,63 @@ bool RuntimeImpl::sendOnLane(WriteQueue& writes, LaneFrame& frame) {
   return true;
 }
 
-std::shared_ptr<OutgoingMessage> RuntimeImpl::laneFrameMessage(const LaneFrame& frame) {
+std::shared_ptr<OutgoingMessage> RuntimeImpl::laneFrameMessage(std::string_view header,
+                                                               std::string_view payload) {
   auto out = std::make_shared<OutgoingMessage>();
-  out->header.reserve(frame.header.size() + wire::kOrderBytes + 4 + frame.payload.size());
-  out->header = frame.header;
-  out->payload = frame.payload;
+  out->header.reserve(header.size() + wire::kOrderBytes + 4 + payload.size());
+  out->header.assign(header.data(), header.size());
+  out->payload.assign(payload.begin(), payload.end());
   out->hasPayload = true;
   return out;
+}
+
+void RuntimeImpl::writeFrames(HeldFrames held) {
+  thread_local std::string frame;  // one frame at a time: its header, order and payload
+  std::vector<std::shared_ptr<OutgoingMessage>> rest;
+  std::string broken;
+  WriteQueue& writes = *held.writes;
+  {
+    std::lock_guard<std::mutex> lock(writes.mu);
+    const char* at = held.bytes.data();
+    const char* const end = at + held.bytes.size();
+    const auto next = [&] {
+      uint32_t size;
+      std::memcpy(&size, at, sizeof(size));
+      std::string_view bytes(at + sizeof(size), size);
+      at += sizeof(size) + size;
+      return bytes;
+    };
+    while (at < end) {
+      const std::string_view header = next();
+      const std::string_view payload = next();
+      if (!broken.empty()) continue;  // dropped: the pipe fails, and its calls
+      lane::Lane* l = writes.lane.get();
+      if (rest.empty() && l != nullptr && l->canSend() &&
+          header.size() + wire::kOrderBytes + 4 + payload.size() <= l->maxFrame()) {
+        frame.assign(header.data(), header.size());
+        wire::appendOrder(frame, writes.pipeSent);
+        wire::appendInlinePayload(frame, payload.data(), payload.size());
+        std::string why;
+        const lane::RingProducer::Status s =
+            l->send(frame.data(), frame.size(), &why, lane::Lane::Publish::kHeld);
+        if (s == lane::RingProducer::Status::kOk) {
+          writes.laneSent++;
+          continue;
+        }
+        if (s == lane::RingProducer::Status::kBroken) {
+          broken = why;
+          continue;
+        }
+      }
+      rest.push_back(laneFrameMessage(header, payload));
+    }
+    if (writes.lane) writes.lane->publishHeld();
+  }
+  if (!broken.empty()) {
+    laneBroken(writes, broken);
+    return;
+  }
+  if (!rest.empty()) enqueueWrites(held.pipe, writes, std::move(rest), held.writes);
 }
 
 void RuntimeImpl::laneBroken(WriteQueue& writes, const std::string& why) {
