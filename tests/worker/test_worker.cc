@@ -5,9 +5,11 @@
 #include <ATen/core/ivalue.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "rpcjob/assignment/environment.h"
 #include "rpcjob/runtime/runtime.h"
@@ -63,6 +65,15 @@ int main() {
                         });
     rt.start();
     rpcjob::testing::markStarted();
+    // RPCJOB_TEST_JOIN_DELAY_MS: serve that long, then call every other worker,
+    // before joining the shutdown: a worker late to join that still needs its
+    // peers, as one still starting does. A peer gone by then fails the worker.
+    if (const char* delay = std::getenv("RPCJOB_TEST_JOIN_DELAY_MS")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
+      for (const auto& w : rt.workers()) {
+        if (w.name != rt.self().name) rt.rpcSync(w.name, "identity", {int64_t{1}});
+      }
+    }
     rt.shutdown(ShutdownMode::kGraceful, std::chrono::seconds(300));
   } catch (const std::exception& e) {
     std::cerr << "test worker: " << e.what() << "\n";

@@ -343,6 +343,7 @@ void RuntimeImpl::serveAdmitted(std::shared_ptr<tensorpipe::Pipe> pipe) {
   readLoop(
       pipe, [this, server](IncomingMessage& msg) { onServerMessage(server, msg); },
       [this, server](const std::string& why, const wire::Header* refused) {
+        if (server->callerRank >= 0) shutdown_->forget(server->callerRank);
         closeLane(server->writes);
         if (refused != nullptr && wire::expectsAnswer(refused->type)) {
           refuse(server, *refused, why);

@@ -27,6 +27,13 @@ void ShutdownCoordinator::markJoined(int rank) {
   if (complete) all->complete(c10::IValue());
 }
 
+void ShutdownCoordinator::forget(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Once all joined, the answers are out: nothing to take back.
+  if (allJoined_ && allJoined_->done.load(std::memory_order_acquire)) return;
+  joined_.erase(rank);
+}
+
 Future ShutdownCoordinator::join(int rank) {
   auto all = allJoined();
   markJoined(rank);

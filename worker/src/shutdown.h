@@ -25,6 +25,12 @@ class ShutdownCoordinator {
   explicit ShutdownCoordinator(RuntimeImpl& runtime) : rt_(runtime) {}
   // The built-in join function (on the leader): completes when all have joined.
   Future join(int rank);
+  // A worker's connection to us closed: its join no longer counts. A worker
+  // killed and started again (same rank, a new process) joins anew, and one
+  // that is gone is found so by the ping. Counting the old process's join let
+  // the leader end while the new one was still starting (FailureTest's restart
+  // case, one run in seven): the others then exited under it.
+  void forget(int rank);
   void onIdle() {}
   // Runs the protocol until it completes or `deadline` passes.
   void run(std::chrono::milliseconds deadline);
