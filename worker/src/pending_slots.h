@@ -119,7 +119,7 @@ class PendingSlots {
           tag = s.tag.load(std::memory_order_seq_cst);
           continue;
         }
-        if (!s.tag.compare_exchange_weak(tag, kBusy, std::memory_order_acquire,
+        if (!s.tag.compare_exchange_weak(tag, kBusy, std::memory_order_seq_cst,
                                          std::memory_order_seq_cst)) {
           continue;
         }
