@@ -322,7 +322,7 @@ class RuntimeImpl {
   void laneBroken(WriteQueue& writes, const std::string& why);
   // A request's lane frame made without an OutgoingMessage (encodeInline): the
   // encoded header, then the order field and the payload, appended under the
-  // write lock. One per thread, reused: laneFrame() lends it, null while it is
+  // write lock. One per thread, reused: lendLaneFrame() lends it, null while it is
   // lent already (a call made from a callback that runs inside another's send).
   struct LaneFrame {
     std::string header;
@@ -400,8 +400,8 @@ class RuntimeImpl {
   // error, and closes the pipe after kRefusedPipeGrace unless the caller did.
   void refuse(const std::shared_ptr<ServerPipe>& server, const wire::Header& refused,
               const std::string& why);
-  // The call waiting for answer `id`, taken out of pending_ (none: it timed out
-  // or failed already); then completed with the answer `msg`.
+  // The call waiting for answer `id`, taken out of slots_ or pending_ (none: it
+  // timed out or failed already); then completed with the answer `msg`.
   std::optional<Pending> takePending(uint64_t id);
   // Registers call `id` (in slots_ when `mayUseSlot` and its deadline allow,
   // else in pending_); the error to fail it with when the runtime or its pipe
