@@ -566,6 +566,14 @@ void RuntimeImpl::sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t 
   wire::Header h;
   h.id = id;
   std::shared_ptr<OutgoingMessage> message;
+  // A small tensorless answer on a lane: a frame, as a small call's request
+  // (sendRequest), without a message allocated and freed per answer.
+  LaneFrame* frame =
+      server->writes.laneUp.load(std::memory_order_relaxed) ? lendLaneFrame() : nullptr;
+  struct Return {
+    LaneFrame* frame;
+    ~Return() { returnLaneFrame(frame); }
+  } giveBack{frame};
   if (!error) {
     h.type = wire::MessageType::kResponse;
     std::vector<Forked> forked;
@@ -580,14 +588,28 @@ void RuntimeImpl::sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t 
         unknown = deviceMaps_.forResponse(callerOf(server->callerRank).name);
         targets = unknown.get();
       }
-      message = makeMessage(h, &sent, targets);
 #else
-      message = makeMessage(h, &sent);
+      const DeviceTargets* targets = nullptr;
 #endif
+      if (frame == nullptr || !encodeInline(h, sent, targets, frame->header, frame->payload)) {
+        frame = nullptr;
+        message = makeMessage(h, &sent, targets);
+      }
     } catch (...) {
       unfork(forked);
       error = std::current_exception();
     }
+  }
+  if (!error && frame != nullptr) {
+    if (sendOnLane(server->writes, *frame)) {
+      if (options_.observer && !function.empty() && observed) {  // as recordServed
+        options_.observer->serverCallFinished(function, callerOf(server->callerRank).name,
+                                              CallStatus::kOk, *observed, EventTime());
+      }
+      if (--serving_ == 0) shutdown_->onIdle();
+      return;
+    }
+    message = laneFrameMessage(frame->header, {frame->payload.data(), frame->payload.size()});
   }
   if (error) {
     h.type = wire::MessageType::kError;
