@@ -118,9 +118,7 @@ RuntimeImpl::RuntimeImpl(Runtime& owner, Assignment assignment, const std::strin
                    "worker '" + name + "' is not in the assignment");
   }
   selfRank_ = it->second;
-  failedPipes_.resize(workers_.size());
-  failedGenerations_.reset(new std::atomic<uint64_t>[workers_.size()]);
-  for (size_t r = 0; r < workers_.size(); ++r) failedGenerations_[r] = 0;
+  failedPipes_.reset(new FailedPipe[workers_.size()]);
   unanswered_.resize(workers_.size());
   if (options_.deviceMaps.empty()) options_.deviceMaps = deviceMapsOf(assignment_, name);
   maxMessageBytes_ = options_.maxMessageBytes > 0 ? options_.maxMessageBytes : memoryLimitBytes();
@@ -784,12 +782,13 @@ void RuntimeImpl::holdDeviceTensors(const std::shared_ptr<OutgoingMessage>& mess
 void RuntimeImpl::recordServed(const OutgoingMessage& message) {
   if (!options_.observer || (!message.served && message.servedInBatch.empty())) return;
   const EventTime now;  // one read for a whole batch
-  auto finished = [&](const ServedCall& call) {
-    options_.observer->serverCallFinished(call.function, callerOf(call.callerRank).name,
-                                          call.status, call.token, now);
-  };
-  if (message.served) finished(*message.served);
-  for (const auto& call : message.servedInBatch) finished(call);
+  if (message.served) recordServed(*message.served, now);
+  for (const auto& call : message.servedInBatch) recordServed(call, now);
+}
+
+void RuntimeImpl::recordServed(const ServedCall& call, const EventTime& now) {
+  options_.observer->serverCallFinished(call.function, callerOf(call.callerRank).name, call.status,
+                                        call.token, now);
 }
 
 bool RuntimeImpl::waitHandshake(int rank, Clock::time_point deadline, std::string& error) {

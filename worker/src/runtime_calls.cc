@@ -91,11 +91,8 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
   std::shared_ptr<OutgoingMessage> message;
   // A small tensorless call's frame for the lane, made without a message
   // (allocations and a reference count fewer per call).
-  LaneFrame* frame = lendLaneFrame();
-  struct Return {
-    LaneFrame* frame;
-    ~Return() { returnLaneFrame(frame); }
-  } giveBack{frame};
+  const LaneFrameLoan loan(/*wanted=*/true);
+  LaneFrame* frame = loan.get();
   try {
     autograd_->onSendRequest(header, value, to);
 #if RPCJOB_WITH_CUDA
@@ -167,7 +164,7 @@ std::exception_ptr RuntimeImpl::registerPending(uint64_t id, Pending& pending,
   if (mayUseSlot && (pending.deadline == Clock::time_point::max() ||
                      pending.deadline >= std::max(now, wake) + 2 * kTimeoutTick)) {
     const auto admitted = [&] {
-      return !stopTimeouts_.load() && failedGenerations_[to].load() < generation;
+      return !stopTimeouts_.load() && failedPipes_[to].generation.load() < generation;
     };
     if (slots_.tryInsert(id, pending.deadline, pending, admitted) ==
         PendingSlots<Pending>::Insert::kOk) {
@@ -205,8 +202,8 @@ std::exception_ptr RuntimeImpl::registerPending(uint64_t id, Pending& pending,
 }
 
 void RuntimeImpl::markPipeFailedLocked(int rank, uint64_t generation, const std::string& why) {
-  failedPipes_[rank] = {generation, why};
-  failedGenerations_[rank].store(generation);  // sequentially consistent: pending_slots.h
+  failedPipes_[rank].why = why;
+  failedPipes_[rank].generation.store(generation);  // sequentially consistent: pending_slots.h
 }
 
 std::optional<RuntimeImpl::Pending> RuntimeImpl::takePending(uint64_t id) {
@@ -568,12 +565,8 @@ void RuntimeImpl::sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t 
   std::shared_ptr<OutgoingMessage> message;
   // A small tensorless answer on a lane: a frame, as a small call's request
   // (sendRequest), without a message allocated and freed per answer.
-  LaneFrame* frame =
-      server->writes.laneUp.load(std::memory_order_relaxed) ? lendLaneFrame() : nullptr;
-  struct Return {
-    LaneFrame* frame;
-    ~Return() { returnLaneFrame(frame); }
-  } giveBack{frame};
+  const LaneFrameLoan loan(server->writes.laneUp.load(std::memory_order_relaxed));
+  LaneFrame* frame = loan.get();
   if (!error) {
     h.type = wire::MessageType::kResponse;
     std::vector<Forked> forked;
@@ -602,9 +595,9 @@ void RuntimeImpl::sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t 
   }
   if (!error && frame != nullptr) {
     if (sendOnLane(server->writes, *frame)) {
-      if (options_.observer && !function.empty() && observed) {  // as recordServed
-        options_.observer->serverCallFinished(function, callerOf(server->callerRank).name,
-                                              CallStatus::kOk, *observed, EventTime());
+      if (options_.observer && !function.empty() && observed) {
+        recordServed(ServedCall{function, server->callerRank, CallStatus::kOk, *observed},
+                     EventTime());
       }
       if (--serving_ == 0) shutdown_->onIdle();
       return;

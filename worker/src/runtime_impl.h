@@ -319,18 +319,36 @@ class RuntimeImpl {
   // `hold`: a lane frame waits for writes.lane->publishHeld() (a batch's).
   Routed routeLocked(WriteQueue& writes, OutgoingMessage& message, std::string& why,
                      bool hold = false);
+  // Under writes.mu, with writes.lane set: `header` (as encoded, room left)
+  // stamped with its order and followed by `payload` (when it has one), sent on
+  // the lane. kPipe: the lane cannot take it now (closed, too large, full), and
+  // `header` is as it was. What routeLocked, sendOnLane and writeFrames share.
+  Routed sendFrameLocked(WriteQueue& writes, std::string& header, std::string_view payload,
+                         bool hasPayload, bool hold, std::string& why);
   void laneBroken(WriteQueue& writes, const std::string& why);
-  // A request's lane frame made without an OutgoingMessage (encodeInline): the
-  // encoded header, then the order field and the payload, appended under the
-  // write lock. One per thread, reused: lendLaneFrame() lends it, null while it is
-  // lent already (a call made from a callback that runs inside another's send).
+  // A request's or an answer's lane frame made without an OutgoingMessage
+  // (encodeInline): the encoded header, then the order field and the payload,
+  // appended under the write lock. One per thread, reused, lent for one send by
+  // a LaneFrameLoan.
   struct LaneFrame {
     std::string header;
     std::vector<char> payload;
     bool lent = false;
   };
-  static LaneFrame* lendLaneFrame();
-  static void returnLaneFrame(LaneFrame* frame);
+  // The thread's LaneFrame for as long as it lives; none (get() null) when
+  // not wanted, or while it is lent already (a call made from a callback that
+  // runs inside another's send).
+  class LaneFrameLoan {
+   public:
+    explicit LaneFrameLoan(bool wanted);
+    ~LaneFrameLoan();
+    LaneFrameLoan(const LaneFrameLoan&) = delete;
+    LaneFrameLoan& operator=(const LaneFrameLoan&) = delete;
+    LaneFrame* get() const { return frame_; }
+
+   private:
+    LaneFrame* frame_ = nullptr;
+  };
   // Sends `frame` on `writes`' lane, as routeLocked an OutgoingMessage; false
   // when the lane cannot take it now (none, closed, too large, full), and the
   // caller then makes it a message for the pipe (laneFrameMessage). A broken
@@ -369,6 +387,8 @@ class RuntimeImpl {
   // The observer's serverCallFinished for the calls `message` answers, once it
   // is written (or its write failed: the call was served all the same).
   void recordServed(const OutgoingMessage& message);
+  // The same for one served call (an answer that went as a lane frame).
+  void recordServed(const ServedCall& call, const EventTime& now);
   // A written message with CUDA tensors: kept until a GPU step (release_later.h).
   void holdDeviceTensors(const std::shared_ptr<OutgoingMessage>& message);
   bool waitHandshake(int rank, Clock::time_point deadline, std::string& error);
@@ -490,16 +510,16 @@ class RuntimeImpl {
   std::thread timeoutThread_;
   // Set under pendingMu_; read without it by a call registering in slots_.
   std::atomic<bool> stopTimeouts_{false};
-  // By rank, under pendingMu_: the latest pipe generation failPeer swept, and why.
-  // A call made on that pipe but registered after the sweep fails at once rather
-  // than waiting (without a timeout: forever) for an answer that cannot come.
+  // By rank, written under pendingMu_: the latest pipe generation failPeer
+  // swept, and why. A call made on that pipe but registered after the sweep
+  // fails at once rather than waiting (without a timeout: forever) for an
+  // answer that cannot come. The generation is atomic: a call registering in
+  // slots_ reads it without the lock.
   struct FailedPipe {
-    uint64_t generation = 0;  // 0: none (generations start at 1)
+    std::atomic<uint64_t> generation{0};  // 0: none (generations start at 1)
     std::string why;
   };
-  std::vector<FailedPipe> failedPipes_;
-  // Their generations again, for a call registering in slots_ without the lock.
-  std::unique_ptr<std::atomic<uint64_t>[]> failedGenerations_;
+  std::unique_ptr<FailedPipe[]> failedPipes_;
 
   std::mutex serverMu_;
   std::vector<std::shared_ptr<ServerPipe>> serverPipes_;

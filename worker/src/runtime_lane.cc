@@ -37,11 +37,9 @@ void logOnce(const std::string& line) {
 }
 
 // A message the lane may carry: no tensor for a channel, a payload that could
-// travel inline, all of it within the ring's frame limit.
-bool laneEligible(const OutgoingMessage& m, uint64_t maxFrame) {
-  if (!m.tensors.empty()) return false;
-  if (m.hasPayload && m.payload.size() > wire::kMaxInlinePayload) return false;
-  return m.header.size() + wire::kOrderBytes + 4 + m.payload.size() <= maxFrame;
+// travel inline (its size against the ring's frames: sendFrameLocked).
+bool laneCarries(const OutgoingMessage& m) {
+  return m.tensors.empty() && (!m.hasPayload || m.payload.size() <= wire::kMaxInlinePayload);
 }
 
 // Which messages a lane frame may carry: requests towards the server, their
@@ -152,43 +150,53 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
 }
 
 bool RuntimeImpl::likelyOnLane(const WriteQueue& writes, const OutgoingMessage& m) {
-  return writes.laneUp.load(std::memory_order_relaxed) && m.tensors.empty() &&
-         (!m.hasPayload || m.payload.size() <= wire::kMaxInlinePayload);
+  return writes.laneUp.load(std::memory_order_relaxed) && laneCarries(m);
+}
+
+RuntimeImpl::Routed RuntimeImpl::sendFrameLocked(WriteQueue& writes, std::string& header,
+                                                 std::string_view payload, bool hasPayload,
+                                                 bool hold, std::string& why) {
+  lane::Lane& l = *writes.lane;
+  const size_t size = header.size();
+  if (!l.canSend() || size + wire::kOrderBytes + 4 + payload.size() > l.maxFrame()) {
+    return Routed::kPipe;
+  }
+  const char flags = header[5];
+  wire::appendOrder(header, writes.pipeSent);
+  if (hasPayload) wire::appendInlinePayload(header, payload.data(), payload.size());
+  const lane::RingProducer::Status s =
+      l.send(header.data(), header.size(), &why,
+             hold ? lane::Lane::Publish::kHeld : lane::Lane::Publish::kNow);
+  if (s == lane::RingProducer::Status::kOk) {
+    writes.laneSent++;
+    return Routed::kLane;
+  }
+  header.resize(size);  // as encoded: the pipe takes it (a full ring)
+  header[5] = flags;
+  return s == lane::RingProducer::Status::kBroken ? Routed::kBroken : Routed::kPipe;
 }
 
 RuntimeImpl::Routed RuntimeImpl::routeLocked(WriteQueue& writes, OutgoingMessage& m,
                                              std::string& why, bool hold) {
-  lane::Lane& l = *writes.lane;
-  if (l.canSend() && laneEligible(m, l.maxFrame())) {
-    const size_t size = m.header.size();
-    const char flags = m.header[5];
-    wire::appendOrder(m.header, writes.pipeSent);
-    if (m.hasPayload) wire::appendInlinePayload(m.header, m.payload.data(), m.payload.size());
-    const lane::RingProducer::Status s =
-        l.send(m.header.data(), m.header.size(), &why,
-               hold ? lane::Lane::Publish::kHeld : lane::Lane::Publish::kNow);
-    if (s == lane::RingProducer::Status::kOk) {
-      writes.laneSent++;
-      return Routed::kLane;
-    }
-    m.header.resize(size);  // a full ring: the pipe takes it
-    m.header[5] = flags;
-    if (s == lane::RingProducer::Status::kBroken) return Routed::kBroken;
+  if (laneCarries(m)) {
+    const Routed r = sendFrameLocked(writes, m.header, {m.payload.data(), m.payload.size()},
+                                     m.hasPayload, hold, why);
+    if (r != Routed::kPipe) return r;
   }
   wire::appendOrder(m.header, writes.laneSent);
   writes.pipeSent++;
   return Routed::kPipe;
 }
 
-RuntimeImpl::LaneFrame* RuntimeImpl::lendLaneFrame() {
+RuntimeImpl::LaneFrameLoan::LaneFrameLoan(bool wanted) {
   thread_local LaneFrame frame;
-  if (frame.lent) return nullptr;
+  if (!wanted || frame.lent) return;
   frame.lent = true;
-  return &frame;
+  frame_ = &frame;
 }
 
-void RuntimeImpl::returnLaneFrame(LaneFrame* frame) {
-  if (frame != nullptr) frame->lent = false;
+RuntimeImpl::LaneFrameLoan::~LaneFrameLoan() {
+  if (frame_ != nullptr) frame_->lent = false;
 }
 
 bool RuntimeImpl::sendOnLane(WriteQueue& writes, LaneFrame& frame) {
@@ -196,23 +204,15 @@ bool RuntimeImpl::sendOnLane(WriteQueue& writes, LaneFrame& frame) {
   {
     std::lock_guard<std::mutex> lock(writes.mu);
     if (!writes.lane) return false;
-    lane::Lane& l = *writes.lane;
-    const size_t size = frame.header.size();
-    if (!l.canSend() || size + wire::kOrderBytes + 4 + frame.payload.size() > l.maxFrame()) {
-      return false;
+    switch (sendFrameLocked(writes, frame.header, {frame.payload.data(), frame.payload.size()},
+                            /*hasPayload=*/true, /*hold=*/false, why)) {
+      case Routed::kLane:
+        return true;
+      case Routed::kPipe:
+        return false;  // closed, too large or full: the pipe takes it
+      case Routed::kBroken:
+        break;
     }
-    const char flags = frame.header[5];
-    wire::appendOrder(frame.header, writes.pipeSent);
-    wire::appendInlinePayload(frame.header, frame.payload.data(), frame.payload.size());
-    const lane::RingProducer::Status s =
-        l.send(frame.header.data(), frame.header.size(), &why, lane::Lane::Publish::kNow);
-    if (s == lane::RingProducer::Status::kOk) {
-      writes.laneSent++;
-      return true;
-    }
-    frame.header.resize(size);  // as encoded: laneFrameMessage's
-    frame.header[5] = flags;
-    if (s != lane::RingProducer::Status::kBroken) return false;  // full: the pipe takes it
   }
   laneBroken(writes, why);
   return true;
@@ -248,20 +248,13 @@ void RuntimeImpl::writeFrames(HeldFrames held) {
       const std::string_view header = next();
       const std::string_view payload = next();
       if (!broken.empty()) continue;  // dropped: the pipe fails, and its calls
-      lane::Lane* l = writes.lane.get();
-      if (rest.empty() && l != nullptr && l->canSend() &&
-          header.size() + wire::kOrderBytes + 4 + payload.size() <= l->maxFrame()) {
+      if (rest.empty() && writes.lane) {
         frame.assign(header.data(), header.size());
-        wire::appendOrder(frame, writes.pipeSent);
-        wire::appendInlinePayload(frame, payload.data(), payload.size());
         std::string why;
-        const lane::RingProducer::Status s =
-            l->send(frame.data(), frame.size(), &why, lane::Lane::Publish::kHeld);
-        if (s == lane::RingProducer::Status::kOk) {
-          writes.laneSent++;
-          continue;
-        }
-        if (s == lane::RingProducer::Status::kBroken) {
+        const Routed r = sendFrameLocked(writes, frame, payload, /*hasPayload=*/true,
+                                         /*hold=*/true, why);
+        if (r == Routed::kLane) continue;
+        if (r == Routed::kBroken) {
           broken = why;
           continue;
         }

@@ -52,6 +52,16 @@ bool fastTensor(const at::Tensor& t) {
          t.dim() <= static_cast<int64_t>(wire::kMaxTensorDims);
 }
 
+#if RPCJOB_WITH_CUDA
+// Whether host tensors are mapped to a GPU of the peer: they then go through
+// the tensor table, not the fast encoding.
+bool hostToDevice(const DeviceTargets* targets) {
+  if (targets == nullptr) return false;
+  const auto it = targets->map.find(-1);
+  return it != targets->map.end() && it->second >= 0;
+}
+#endif
+
 // Whether `v` is made only of what the fast encoding carries; adds its encoded
 // size to `bytes`, so that the payload is allocated once (not grown field by field).
 bool fastEncodable(const c10::IValue& v, size_t depth, size_t& bytes, size_t& tableRefs) {
@@ -219,8 +229,7 @@ std::shared_ptr<OutgoingMessage> makeMessage(const wire::Header& header, const c
   size_t tableRefs = 0;
   bool fast = fastEncodable(*value, 0, fastBytes, tableRefs);
 #if RPCJOB_WITH_CUDA
-  // Host tensors mapped to a peer's GPU go through the tensor table.
-  if (targets != nullptr && targets->map.count(-1) && targets->map.at(-1) >= 0) fast = false;
+  if (hostToDevice(targets)) fast = false;
 #endif
   if (fast) {
     out->payload.reserve(fastBytes);
@@ -270,7 +279,7 @@ bool encodeInline(const wire::Header& header, const c10::IValue& value,
     return false;
   }
 #if RPCJOB_WITH_CUDA
-  if (targets != nullptr && targets->map.count(-1) && targets->map.at(-1) >= 0) return false;
+  if (hostToDevice(targets)) return false;
 #endif
   payload.clear();
   payload.reserve(bytes);
