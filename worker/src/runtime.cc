@@ -158,6 +158,9 @@ void RuntimeImpl::registerFunction(const std::string& name, Function fn, AsyncFu
 void RuntimeImpl::start() {
   if (started_.exchange(true)) throw std::logic_error("start() called twice");
   ignoreSigpipeUnlessHandled();
+  // Calibrates the event clock's counter now (once per process, ~2 ms), not
+  // on the first call that reads it for its deadline.
+  (void)readEventClock();
   const int world = static_cast<int>(workers_.size());
   const StartPipes mode = startup::resolve(options_.startPipes, world, options_.fullMeshMaxWorkers);
   startup::reserveFdsForStart(self().name, mode, world, selfRank_);

@@ -1,0 +1,75 @@
+#include <chrono>
+#include <cstdint>
+
+#include "rpcjob/metrics/tick_clock.h"
+#include "rpcjob/runtime/observer.h"
+
+namespace rpcjob::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace tick_clock = metrics::tick_clock;
+
+// How long a thread extrapolates from one steady-clock reading. The counter's
+// rate is calibrated to a few parts in 10^5 (tick_clock.cc), so the error grows
+// by about a nanosecond over this span; a real read per 50 us is noise.
+constexpr double kSpanNs = 50'000;
+
+// One thread's steady-clock reading and the counter at that moment.
+// Trivially constructible: a thread_local without a guard.
+struct Anchor {
+  std::uint64_t tsc = 0;
+  std::int64_t steadyNs = 0;
+  std::uint64_t spanTicks = 0;  // 0: not anchored, or no invariant counter
+  double nsPerTick = 0;
+};
+thread_local Anchor tAnchor;
+
+std::int64_t steadyNanos(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+Clock::time_point fromNanos(std::int64_t ns) {
+  return Clock::time_point(
+      std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns)));
+}
+
+// A bracket wider than this was interrupted (the thread preempted between its
+// reads): its middle may be far from the clock's moment, so it anchors nothing.
+constexpr double kMaxBracketNs = 2'000;
+
+Clock::time_point anchor(Anchor& a) noexcept {
+  if (!tick_clock::usesTsc()) return Clock::now();
+  const double nsPerTick = tick_clock::nanosPerTick();
+  // The counter read on both sides of the clock: their middle is the clock's
+  // moment to within half of clock_gettime's cost.
+  const std::uint64_t before = tick_clock::nowTsc();
+  const Clock::time_point now = Clock::now();
+  const std::uint64_t after = tick_clock::nowTsc();
+  if (after < before || static_cast<double>(after - before) * nsPerTick > kMaxBracketNs) {
+    a.spanTicks = 0;  // the next reading tries again
+    return now;
+  }
+  a.nsPerTick = nsPerTick;
+  a.tsc = before + (after - before) / 2;
+  a.steadyNs = steadyNanos(now);
+  a.spanTicks = static_cast<std::uint64_t>(kSpanNs / nsPerTick);
+  return now;
+}
+
+}  // namespace
+
+Clock::time_point readEventClock() noexcept {
+  Anchor& a = tAnchor;
+  const std::uint64_t t = tick_clock::nowTsc();
+  // Unsigned: a counter behind the anchor (another core's, a few cycles off)
+  // is a large difference, and re-anchors too.
+  const std::uint64_t since = t - a.tsc;
+  if (since < a.spanTicks) {
+    return fromNanos(a.steadyNs +
+                     static_cast<std::int64_t>(static_cast<double>(since) * a.nsPerTick));
+  }
+  return anchor(a);
+}
+
+}  // namespace rpcjob::runtime
