@@ -30,13 +30,17 @@ std::uint64_t AtomicHistogram::toNanos(double seconds) noexcept {
                          : static_cast<std::uint64_t>(nanos);
 }
 
-AtomicHistogram::AtomicHistogram(const std::vector<double>& bounds)
+AtomicHistogram::AtomicHistogram(const std::vector<double>& bounds, unsigned shards)
     : size_(bounds.size()),
+      shards_(shards),
+      linesPerShard_((bounds.size() + 2 + 7) / 8),
       bounds_(new std::uint64_t[bounds.size()]),
-      seconds_(bounds),
-      buckets_(new std::atomic<std::uint64_t>[bounds.size() + 1]) {
+      seconds_(bounds) {
   if (size_ > std::numeric_limits<std::uint16_t>::max()) {
     throw std::invalid_argument("AtomicHistogram: too many buckets");
+  }
+  if (shards != 1 && shards != thread_shard::kShards) {
+    throw std::invalid_argument("AtomicHistogram: shards must be 1 or thread_shard::kShards");
   }
   for (size_t i = 0; i < size_; ++i) {
     bounds_[i] = toNanos(bounds[i]);
@@ -50,15 +54,15 @@ AtomicHistogram::AtomicHistogram(const std::vector<double>& bounds)
     }
     firstAtLeast_[k] = static_cast<std::uint16_t>(first);
   }
-  for (size_t i = 0; i <= size_; ++i) {
-    buckets_[i].store(0, std::memory_order_relaxed);
-  }
+  lines_.reset(new Line[shards_ * linesPerShard_]);  // zeroed
 }
 
 std::uint64_t AtomicHistogram::count() const noexcept {
   std::uint64_t total = 0;
-  for (size_t i = 0; i <= size_; ++i) {
-    total += buckets_[i].load(std::memory_order_acquire);
+  for (unsigned shard = 0; shard < shards_; ++shard) {
+    for (size_t i = 0; i <= size_; ++i) {
+      total += counter(shard, i).load(std::memory_order_acquire);
+    }
   }
   return total;
 }
@@ -68,17 +72,25 @@ prometheus::ClientMetric::Histogram AtomicHistogram::snapshot() const {
   std::uint64_t cumulative = 0;
   out.bucket.reserve(size_ + 1);
   for (size_t i = 0; i <= size_; ++i) {
-    cumulative += buckets_[i].load(std::memory_order_relaxed);
+    for (unsigned shard = 0; shard < shards_; ++shard) {
+      cumulative += counter(shard, i).load(std::memory_order_relaxed);
+    }
     prometheus::ClientMetric::Bucket bucket;
     bucket.cumulative_count = cumulative;
     bucket.upper_bound = i < size_ ? seconds_[i] : std::numeric_limits<double>::infinity();
     out.bucket.push_back(bucket);
   }
   out.sample_count = cumulative;
+  std::uint64_t sumNanos = 0;
+  for (unsigned shard = 0; shard < shards_; ++shard) {
+    sumNanos += counter(shard, size_ + 1).load(std::memory_order_relaxed);
+  }
   // Divided, not multiplied by 1e-9: exact for whole milliseconds and seconds.
-  out.sample_sum = static_cast<double>(sumNanos_.load(std::memory_order_relaxed)) / 1e9;
+  out.sample_sum = static_cast<double>(sumNanos) / 1e9;
   return out;
 }
+
+InFlightGauge::InFlightGauge() : started_(new Shard[thread_shard::kShards]) {}
 
 void InFlightGauge::countFinishedIn(const AtomicHistogram& histogram) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -95,7 +107,10 @@ std::int64_t InFlightGauge::value() const {
       finished += histogram->count();
     }
   }
-  const std::uint64_t started = started_.load(std::memory_order_acquire);
+  std::uint64_t started = 0;
+  for (unsigned shard = 0; shard < thread_shard::kShards; ++shard) {
+    started += started_[shard].value.load(std::memory_order_acquire);
+  }
   return started > finished ? static_cast<std::int64_t>(started - finished) : 0;
 }
 
@@ -180,7 +195,7 @@ struct ComputedCounterEntry : AtomicFamilyBase::Entry {
 };
 
 struct HistogramEntry : AtomicFamilyBase::Entry {
-  explicit HistogramEntry(const std::vector<double>& bounds) : histogram(bounds) {}
+  HistogramEntry(const std::vector<double>& bounds, unsigned shards) : histogram(bounds, shards) {}
   void fill(prometheus::ClientMetric& metric) const override { histogram.fill(metric); }
   AtomicHistogram histogram;
 };
@@ -217,18 +232,20 @@ void AtomicCounterFamily::addComputed(const prometheus::Labels& labels,
 
 AtomicHistogramFamily::AtomicHistogramFamily(std::string name, std::string help,
                                              std::vector<double> bounds,
-                                             prometheus::Labels constantLabels)
+                                             prometheus::Labels constantLabels, unsigned shards)
     : AtomicFamilyBase(std::move(name), std::move(help), AtomicHistogram::kType,
                        std::move(constantLabels)),
-      bounds_(sorted(std::move(bounds))) {}
+      bounds_(sorted(std::move(bounds))),
+      shards_(shards) {}
 
 AtomicHistogram& AtomicHistogramFamily::add(const prometheus::Labels& labels) {
   auto& entry = find(
       labels,
-      [](const void* bounds) -> std::unique_ptr<Entry> {
-        return std::make_unique<HistogramEntry>(*static_cast<const std::vector<double>*>(bounds));
+      [](const void* family) -> std::unique_ptr<Entry> {
+        const auto* self = static_cast<const AtomicHistogramFamily*>(family);
+        return std::make_unique<HistogramEntry>(self->bounds_, self->shards_);
       },
-      &bounds_);
+      this);
   return static_cast<HistogramEntry&>(entry).histogram;
 }
 

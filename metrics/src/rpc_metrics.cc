@@ -86,7 +86,7 @@ RpcMetrics::RpcMetrics(Metrics& metrics)
           names::kRpcDuration,
           "RPC latency by side and function: client from call to response, server from "
           "request to response sent",
-          rpcDurationBuckets())),
+          rpcDurationBuckets(), thread_shard::kShards)),
       handshakes_(prometheus::BuildCounter()
                       .Name(names::kPipeHandshakes)
                       .Help("TensorPipe pipes established, by peer")

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <prometheus/counter.h>
@@ -18,6 +19,7 @@
 #include "rpcjob/metrics/names.h"
 #include "rpcjob/metrics/recording.h"
 #include "rpcjob/metrics/rpc_metrics.h"
+#include "rpcjob/metrics/thread_shard.h"
 
 namespace rpcjob {
 namespace metrics {
@@ -128,7 +130,71 @@ TEST(InFlightGauge, StartedMinusTheCallsItsHistogramsTimed) {
   EXPECT_EQ(g.value(), 0);
   b.observe(0.1);  // a finish without a start (never in the runtime): clamped
   EXPECT_EQ(g.value(), 0);
-  static_assert(alignof(InFlightGauge) >= 64, "started shares a cache line");
+}
+
+// Per-thread shards (thread_shard.h): more threads than there are owned shards,
+// in waves, so that threads that exit give their shard to later ones, which go
+// on adding to it; the shared shard's threads add at the same time. Nothing is
+// lost, and sums are the same as one set of buckets gets.
+TEST(AtomicHistogram, ShardedObservationsFromManyThreadsAreAllCounted) {
+  const auto bounds = rpcDurationBuckets();
+  AtomicHistogram sharded(bounds, thread_shard::kShards), single(bounds);
+  InFlightGauge gauge;
+  gauge.countFinishedIn(sharded);
+  constexpr int kWaves = 3, kThreads = 40, kEach = 5000;
+  static_assert(kThreads > static_cast<int>(thread_shard::kOwnedShards), "some share a shard");
+  for (int wave = 0; wave < kWaves; ++wave) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kEach; ++i) {
+          const std::uint64_t nanos = 1000 * static_cast<std::uint64_t>(t + i % 7);
+          gauge.started();
+          sharded.observeNanos(nanos);
+          single.observeNanos(nanos);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  const std::uint64_t total = std::uint64_t{kWaves} * kThreads * kEach;
+  EXPECT_EQ(sharded.count(), total);
+  EXPECT_EQ(gauge.value(), 0);
+  const auto a = sharded.snapshot(), b = single.snapshot();
+  EXPECT_EQ(a.sample_count, total);
+  EXPECT_DOUBLE_EQ(a.sample_sum, b.sample_sum);
+  ASSERT_EQ(a.bucket.size(), b.bucket.size());
+  for (size_t i = 0; i < a.bucket.size(); ++i) {
+    EXPECT_EQ(a.bucket[i].cumulative_count, b.bucket[i].cumulative_count) << "bucket " << i;
+  }
+}
+
+TEST(AtomicHistogram, TakesOneShardOrOnePerThread) {
+  EXPECT_THROW(AtomicHistogram(rpcDurationBuckets(), 2), std::invalid_argument);
+  EXPECT_NO_THROW(AtomicHistogram(rpcDurationBuckets(), thread_shard::kShards));
+}
+
+TEST(ThreadShard, ThreadsAliveAtOnceOwnDifferentShards) {
+  // Every thread holds its index until all have taken one: owned indices are
+  // distinct, and the rest get the shared one.
+  constexpr int kThreads = 48;
+  std::vector<unsigned> indices(kThreads);
+  std::atomic<int> taken{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      indices[t] = thread_shard::index();
+      taken++;
+      while (taken.load() < kThreads) std::this_thread::yield();
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<int> owners(thread_shard::kShards);
+  for (unsigned index : indices) {
+    ASSERT_LT(index, thread_shard::kShards);
+    owners[index]++;
+  }
+  for (unsigned i = 0; i < thread_shard::kOwnedShards; ++i) EXPECT_LE(owners[i], 1) << i;
 }
 
 TEST(AtomicCounterFamily, ComputedSeriesNeverDecreaseAndLabelsStayUnique) {

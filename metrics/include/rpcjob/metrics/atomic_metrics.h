@@ -22,6 +22,8 @@
 #include <prometheus/labels.h>
 #include <prometheus/metric_family.h>
 
+#include "rpcjob/metrics/thread_shard.h"
+
 namespace rpcjob {
 namespace metrics {
 
@@ -45,15 +47,22 @@ class AtomicCounter {
 // lock-free and may be called from any thread.
 //
 // Integer nanoseconds throughout: the bounds are converted once, an observation
-// finds its bucket in O(1) (see observeNanos) and does two relaxed fetch_adds
-// (its bucket, the sum), and seconds are computed at collect time. Resolution
-// 1 ns. A scrape concurrent with observe() may see an observation in a bucket
-// and not yet in the sum (or the reverse); the next scrape is consistent again.
-// The count is the sum of the buckets, so count == the +Inf bucket always.
+// finds its bucket in O(1) (see observeNanos) and adds to two counters (its
+// bucket, the sum), and seconds are computed at collect time. Resolution 1 ns.
+// A scrape concurrent with observe() may see an observation in a bucket and not
+// yet in the sum (or the reverse); the next scrape is consistent again. The
+// count is the sum of the buckets, so count == the +Inf bucket always.
+//
+// With one shard every thread adds with relaxed fetch_adds. With
+// thread_shard::kShards (the RPC latency, recorded for every call) each
+// recording thread adds to buckets of its own with plain stores
+// (thread_shard.h), and a scrape sums the shards: 6 KB per histogram instead
+// of 200 bytes, so only hot-path histograms with few series take them.
 class AtomicHistogram {
  public:
-  // `bounds` are the finite upper bounds in seconds, ascending.
-  explicit AtomicHistogram(const std::vector<double>& bounds);
+  // `bounds` are the finite upper bounds in seconds, ascending; `shards` is 1
+  // or thread_shard::kShards.
+  explicit AtomicHistogram(const std::vector<double>& bounds, unsigned shards = 1);
 
   void observe(double seconds) noexcept { observeNanos(toNanos(seconds)); }
   // Seconds as the integer nanoseconds observeNanos() takes: rounded, 0 for a
@@ -70,8 +79,14 @@ class AtomicHistogram {
     while (index < size_ && nanos > bounds_[index]) {
       ++index;
     }
-    buckets_[index].fetch_add(1, std::memory_order_relaxed);
-    sumNanos_.fetch_add(nanos, std::memory_order_relaxed);
+    unsigned shard = 0;
+    bool owned = false;
+    if (shards_ > 1) {
+      shard = thread_shard::index();
+      owned = shard < thread_shard::kOwnedShards;
+    }
+    thread_shard::add(counter(shard, index), 1, owned);
+    thread_shard::add(counter(shard, size_ + 1), nanos, owned);
   }
 
   // Observations so far (the sum of the buckets). Acquire loads: what a writer
@@ -84,15 +99,25 @@ class AtomicHistogram {
   static constexpr prometheus::MetricType kType = prometheus::MetricType::Histogram;
 
  private:
-  const std::size_t size_;                   // finite bounds
+  // A shard's counters: size_ + 1 buckets (the last one +Inf, not cumulative),
+  // then the sum, padded to whole cache lines so that shards share none.
+  struct alignas(64) Line {
+    std::atomic<std::uint64_t> value[8] = {};
+  };
+  std::atomic<std::uint64_t>& counter(unsigned shard, std::size_t i) const noexcept {
+    const std::size_t at = shard * linesPerShard_ * 8 + i;
+    return lines_[at / 8].value[at % 8];
+  }
+
+  const std::size_t size_;  // finite bounds
+  const unsigned shards_;
+  const std::size_t linesPerShard_;
   std::unique_ptr<std::uint64_t[]> bounds_;  // nanoseconds
   std::vector<double> seconds_;              // the same bounds as given, for the exposition
   // firstAtLeast_[k]: the first bucket whose bound is >= 2^k (0 for k = 0,
   // which also holds an observation of 0 ns).
   std::uint16_t firstAtLeast_[64];
-  // size_ + 1 non-cumulative counters; the last one is +Inf.
-  std::unique_ptr<std::atomic<std::uint64_t>[]> buckets_;
-  std::atomic<std::uint64_t> sumNanos_{0};
+  std::unique_ptr<Line[]> lines_;
 };
 
 // A gauge of things in flight (RPC calls): a monotonic counter of starts, and
@@ -101,13 +126,16 @@ class AtomicHistogram {
 // costs no increment of its own. Exported as started - finished at collect time
 // (histogram counts read first, so a call is never seen finished and not
 // started; clamped at 0 all the same).
-// Thread safety: started() is lock-free (one relaxed fetch_add, on a cache line
-// of its own: a call starts on the caller's thread and finishes on
-// TensorPipe's loop thread), from any thread; countFinishedIn() and value() take
-// a mutex.
+// Thread safety: started() is lock-free, from any thread: each thread counts
+// in a shard of its own (thread_shard.h; a call starts on the caller's thread),
+// one cache line each. countFinishedIn() and value() take a mutex.
 class InFlightGauge {
  public:
-  void started() noexcept { started_.fetch_add(1, std::memory_order_relaxed); }
+  InFlightGauge();
+  void started() noexcept {
+    const unsigned shard = thread_shard::index();
+    thread_shard::add(started_[shard].value, 1, shard < thread_shard::kOwnedShards);
+  }
   // `histogram` times calls of this gauge from now on; it must outlive the gauge.
   void countFinishedIn(const AtomicHistogram& histogram);
   std::int64_t value() const;
@@ -115,8 +143,11 @@ class InFlightGauge {
   static constexpr prometheus::MetricType kType = prometheus::MetricType::Gauge;
 
  private:
-  alignas(64) std::atomic<std::uint64_t> started_{0};
-  alignas(64) mutable std::mutex mutex_;
+  struct alignas(64) Shard {
+    std::atomic<std::uint64_t> value{0};
+  };
+  std::unique_ptr<Shard[]> started_;  // thread_shard::kShards
+  mutable std::mutex mutex_;
   std::vector<const AtomicHistogram*> finished_;  // guarded by mutex_
 };
 
@@ -172,14 +203,16 @@ class AtomicCounterFamily : public AtomicFamilyBase {
 
 class AtomicHistogramFamily : public AtomicFamilyBase {
  public:
+  // `shards`: each histogram's (AtomicHistogram).
   AtomicHistogramFamily(std::string name, std::string help, std::vector<double> bounds,
-                        prometheus::Labels constantLabels = {});
+                        prometheus::Labels constantLabels = {}, unsigned shards = 1);
   // The histogram with these labels, created on first use; cache the reference.
   AtomicHistogram& add(const prometheus::Labels& labels);
   const std::vector<double>& bounds() const { return bounds_; }
 
  private:
   const std::vector<double> bounds_;
+  const unsigned shards_;
 };
 
 class InFlightGaugeFamily : public AtomicFamilyBase {

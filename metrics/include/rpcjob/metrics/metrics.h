@@ -58,8 +58,9 @@ class Metrics {
 
   // Create lock-free families that collect() includes (with the constant labels).
   AtomicCounterFamily& addCounterFamily(const std::string& name, const std::string& help);
+  // `shards`: AtomicHistogram's (1, or thread_shard::kShards on the hot path).
   AtomicHistogramFamily& addHistogramFamily(const std::string& name, const std::string& help,
-                                            std::vector<double> bounds);
+                                            std::vector<double> bounds, unsigned shards = 1);
   InFlightGaugeFamily& addInFlightFamily(const std::string& name, const std::string& help);
 
   const MetricsOptions& options() const { return options_; }
