@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cluster.h"
+#include "lane/lane.h"
 
 namespace rpcjob::testing {
 namespace {
@@ -183,6 +184,36 @@ TEST(RuntimeObserver, SeesEveryCallStartAndFinishOnceOnBothSides) {
 
 // Calls that never get an answer are finished too: with the connection's
 // failure when the peer dies, with the shutdown's when this worker stops.
+// A burst of inline calls served by the lane's poller (the driver calls itself):
+// in a run of back-to-back frames a served call's arrival is the previous one's
+// finish, one clock read each (served_clock.h); every served call still starts
+// no later than it finishes, and no earlier than the one before it.
+TEST(RuntimeObserver, ServedCallsInARunShareOneReadBetweenThem) {
+  auto observer = std::make_shared<RecordingObserver>();
+  Cluster cluster(1, observedBy(observer));
+  auto& rt = cluster.driver();
+  ASSERT_EQ(rt.rpcSync("driver", runtime::kBuiltinEcho, {int64_t{0}}).toInt(), 0);  // lane up
+  const auto lanesBefore = runtime::lane::laneCounters();
+  std::vector<runtime::Future> futures;
+  for (int64_t i = 0; i < 5000; ++i) {
+    futures.push_back(rt.rpcAsync("driver", runtime::kBuiltinEcho, {i}));
+  }
+  for (int64_t i = 0; i < 5000; ++i) ASSERT_EQ(futures[i].value().toInt(), i);
+  ASSERT_GE(runtime::lane::laneCounters().framesReceived - lanesBefore.framesReceived, 5000u);
+  ASSERT_TRUE(finishedWithin10s(*observer, true, runtime::kBuiltinEcho, 5001));
+  auto served = observer->calls(true, runtime::kBuiltinEcho);
+  expectFinishedOnce(served, CallStatus::kOk, "driver");
+  std::sort(served.begin(), served.end(),
+            [](const auto& a, const auto& b) { return a.started < b.started; });
+  size_t handedOff = 0;
+  for (size_t i = 1; i < served.size(); ++i) {
+    EXPECT_GE(served[i].started, served[i - 1].started);
+    if (served[i].started == served[i - 1].finished) ++handedOff;
+  }
+  // A burst this size has runs of several frames: most arrivals are handed off.
+  EXPECT_GT(handedOff, served.size() / 4) << handedOff << " of " << served.size();
+}
+
 TEST(RuntimeObserver, FinishesTheCallsABrokenPipeOrAShutdownFails) {
   auto observer = std::make_shared<RecordingObserver>();
   Cluster cluster(1, observedBy(observer));

@@ -6,6 +6,7 @@
 #include "release_later.h"
 #include "rpcjob/runtime/runtime.h"
 #include "runtime_impl.h"
+#include "served_clock.h"
 #include "shutdown.h"
 #include "trace/trace.h"
 
@@ -596,8 +597,10 @@ void RuntimeImpl::sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t 
   if (!error && frame != nullptr) {
     if (sendOnLane(server->writes, *frame)) {
       if (options_.observer && !function.empty() && observed) {
+        const EventTime finished;
         recordServed(ServedCall{function, server->callerRank, CallStatus::kOk, *observed},
-                     EventTime());
+                     finished);
+        served_clock::handOff(finished);
       }
       if (--serving_ == 0) shutdown_->onIdle();
       return;

@@ -12,6 +12,7 @@
 #include "lane/lane.h"
 #include "lane/poller.h"
 #include "runtime_impl.h"
+#include "served_clock.h"
 
 namespace rpcjob::runtime {
 namespace {
@@ -125,7 +126,7 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
         if (d != lane::Delivery::kDelivered) return d;
         if (h.inlinePayload)
           msg->payload.assign(data + h.payloadOffset, data + h.payloadOffset + h.payloadLength);
-        const EventTime arrived;
+        const EventTime arrived = served_clock::arrival();
         msg->arrived = &arrived;
         onMessage(*msg);
         msg->clear();
