@@ -424,7 +424,11 @@ TEST_F(E2e, RestrictedNamespaceGetsRestrictedPodsAndSaysWhatItLeftOut) {
     EXPECT_EQ(jsonString(p.json, "/spec/securityContext/fsGroup"), "65532");
   }
   EXPECT_EQ(condition("train", "PodSecurity"), "True/LinksLeftOut");
-  EXPECT_TRUE(eventReasons().count("LinksLeftOut"));
+  // The reconciler writes the status, then records its Events: the condition
+  // seen does not mean the Event is there yet.
+  EXPECT_TRUE(
+      eventuallyThroughApiErrors([&] { return eventReasons().count("LinksLeftOut") > 0; }, 10s))
+      << op.log();
   std::string warning;
   for (const auto& e : client_->list(r::kEvents, ns_).items) {
     if (jsonString(e.json, "/reason") == "LinksLeftOut") {
