@@ -27,8 +27,7 @@ AtomicCounterFamily& Metrics::addCounterFamily(const std::string& name, const st
 }
 
 AtomicHistogramFamily& Metrics::addHistogramFamily(const std::string& name, const std::string& help,
-                                                   std::vector<double> bounds,
-                                                   unsigned shards) {
+                                                   std::vector<double> bounds, unsigned shards) {
   auto family = std::make_unique<AtomicHistogramFamily>(name, help, std::move(bounds),
                                                         options_.constantLabels, shards);
   auto& ref = *family;

@@ -794,6 +794,24 @@ void RuntimeImpl::recordServed(const ServedCall& call, const EventTime& now) {
                                         call.token, now);
 }
 
+namespace {
+// The poller thread's served calls whose answers its turn holds. A poller
+// thread serves one runtime, and a turn's end records them all (prepareLane's
+// publisher), so no list outlives its turn.
+thread_local std::vector<ServedCall> tServedInTurn;
+}  // namespace
+
+void RuntimeImpl::deferServed(ServedCall call) {
+  tServedInTurn.push_back(std::move(call));
+}
+
+void RuntimeImpl::recordServedInTurn() {
+  if (tServedInTurn.empty()) return;
+  const EventTime now;  // one read for the turn's answers, published together
+  for (const ServedCall& call : tServedInTurn) recordServed(call, now);
+  tServedInTurn.clear();  // keeps its capacity: no allocation per turn
+}
+
 bool RuntimeImpl::waitHandshake(int rank, Clock::time_point deadline, std::string& error) {
   Peer& peer = *peers_[rank];
   std::unique_lock<std::mutex> lock(peer.mu);

@@ -3,10 +3,10 @@
 
 #include "autograd/container.h"
 #include "call_batch_state.h"
+#include "lane/lane.h"
 #include "release_later.h"
 #include "rpcjob/runtime/runtime.h"
 #include "runtime_impl.h"
-#include "served_clock.h"
 #include "shutdown.h"
 #include "trace/trace.h"
 
@@ -597,10 +597,12 @@ void RuntimeImpl::sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t 
   if (!error && frame != nullptr) {
     if (sendOnLane(server->writes, *frame)) {
       if (options_.observer && !function.empty() && observed) {
-        const EventTime finished;
-        recordServed(ServedCall{function, server->callerRank, CallStatus::kOk, *observed},
-                     finished);
-        served_clock::handOff(finished);
+        ServedCall call{function, server->callerRank, CallStatus::kOk, *observed};
+        if (lane::heldInTurn()) {
+          deferServed(std::move(call));
+        } else {
+          recordServed(call, EventTime());
+        }
       }
       if (--serving_ == 0) shutdown_->onIdle();
       return;

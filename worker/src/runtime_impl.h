@@ -389,6 +389,13 @@ class RuntimeImpl {
   void recordServed(const OutgoingMessage& message);
   // The same for one served call (an answer that went as a lane frame).
   void recordServed(const ServedCall& call, const EventTime& now);
+  // A call answered during a lane's turn on its poller: its answer is held until
+  // the turn publishes it (lane.h), so it is recorded then (recordServedInTurn,
+  // from the lane's publisher), not before: recording would delay the answer,
+  // and the call is not answered until its frame is visible. Per thread.
+  void deferServed(ServedCall call);
+  // Records the calls deferred on this thread, with one clock read for them.
+  void recordServedInTurn();
   // A written message with CUDA tensors: kept until a GPU step (release_later.h).
   void holdDeviceTensors(const std::shared_ptr<OutgoingMessage>& message);
   bool waitHandshake(int rank, Clock::time_point deadline, std::string& error);

@@ -12,7 +12,6 @@
 #include "lane/lane.h"
 #include "lane/poller.h"
 #include "runtime_impl.h"
-#include "served_clock.h"
 
 namespace rpcjob::runtime {
 namespace {
@@ -126,7 +125,7 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
         if (d != lane::Delivery::kDelivered) return d;
         if (h.inlinePayload)
           msg->payload.assign(data + h.payloadOffset, data + h.payloadOffset + h.payloadLength);
-        const EventTime arrived = served_clock::arrival();
+        const EventTime arrived;
         msg->arrived = &arrived;
         onMessage(*msg);
         msg->clear();
@@ -140,11 +139,12 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
       });
   order->setWake([poller] { poller->wake(); });
   // Weak: the write queue holds the lane, which holds this.
-  lane->setPublisher([weak = std::weak_ptr<WriteQueue>(writes), l = lane.get()] {
+  lane->setPublisher([this, weak = std::weak_ptr<WriteQueue>(writes), l = lane.get()] {
     if (auto w = weak.lock()) {
       std::lock_guard<std::mutex> lock(w->mu);
       l->publishHeld();
     }
+    recordServedInTurn();  // their answers are out (or their lane is gone): now, not before
   });
   poller->add(lane);
   return lane.get();

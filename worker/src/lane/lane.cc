@@ -42,7 +42,6 @@ constexpr std::chrono::microseconds kMaxHold{20};
 // N ticks take at most N ns: a check planned that many ticks ahead, for at most
 // the time left to kMaxHold, comes no later than the bound.
 thread_local uint64_t tNextCheck = 0;
-thread_local uint64_t tFramesRun = 0;    // framesRun()
 constexpr uint64_t kCheckTicks = 10000;  // at most 10 us, under kMaxHold
 static_assert(kCheckTicks <= 20000, "a first check within kMaxHold at 1 GHz");
 
@@ -345,13 +344,12 @@ void Lane::publishTurnFrames() {
   }
 }
 
-uint64_t framesRun() noexcept {
-  return tFramesRun;
+bool heldInTurn() noexcept {
+  return tHeld;
 }
 
 int Lane::poll(int max) {
   int delivered = 0;
-  ++tFramesRun;
   tTurn = holdTurns() ? this : nullptr;
   while (delivered < max && !closed()) {
     const char* data;
@@ -377,7 +375,6 @@ int Lane::poll(int max) {
     if (tHeld && heldTooLong()) {
       tHeld = false;
       publishTurnFrames();
-      ++tFramesRun;
     }
   }
   tTurn = nullptr;

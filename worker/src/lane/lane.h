@@ -87,11 +87,10 @@ class SharedFile {
 // thread about to wait: the frames it waits on may be among them).
 void publishTurn();
 
-// The calling thread's current run of back-to-back frames: it changes when a
-// poll() begins and whenever one pauses between frames (to publish its held
-// frames). Two frames delivered under the same value followed each other with
-// nothing in between but the ring's peek (runtime's served_clock.h).
-uint64_t framesRun() noexcept;
+// Whether the calling thread holds frames for its turn's end: true on a
+// poller's thread right after a send during a turn (that frame is among them,
+// and the owner's publisher will publish it), false anywhere else.
+bool heldInTurn() noexcept;
 
 // Process-wide, since start: what tests and rpcjob-bench read.
 struct LaneCounters {

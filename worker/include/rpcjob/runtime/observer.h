@@ -47,8 +47,6 @@ class EventTime {
     }
     return time_;
   }
-  // Whether the time was given or has been read (get() then reads no clock).
-  bool known() const noexcept { return known_; }
 
  private:
   mutable Clock::time_point time_{};
