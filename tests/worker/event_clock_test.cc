@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "event_clock.h"
 #include "rpcjob/metrics/tick_clock.h"
 #include "rpcjob/runtime/observer.h"
 
@@ -82,6 +83,43 @@ TEST(EventClock, DurationsBetweenTwoReadingsAreTheSteadyClocks) {
   const auto measured = end - start;
   EXPECT_GE(measured, std::chrono::milliseconds(2) - kTolerance);
   EXPECT_LE(measured, steadyEnd - steadyStart + kTolerance);
+}
+
+// eventClockAt: a counter value read moments ago (the lane poller's) gives the
+// time it was read, without reading again; one from before the thread's span
+// gives a fresh reading instead, never a time extrapolated far back.
+TEST(EventClock, ACounterReadJustBeforeTellsItsOwnTime) {
+  (void)readEventClock();  // anchors this thread
+  std::chrono::nanoseconds worst{0};
+  for (int i = 0; i < 20000; ++i) {
+    const auto before = Clock::now();
+    const std::uint64_t tsc = rpcjob::metrics::tick_clock::nowTsc();
+    const auto after = Clock::now();
+    const auto at = rpcjob::runtime::eventClockAt(tsc);
+    if (at < before) worst = std::max(worst, std::chrono::nanoseconds(before - at));
+    if (at > after) worst = std::max(worst, std::chrono::nanoseconds(at - after));
+  }
+  EXPECT_LE(worst, kTolerance);
+  // Asked 10 us after the read, it still tells the read's time, not its own
+  // (bar a read that fell just past its anchor's span, which reads anew).
+  int told = 0;
+  for (int i = 0; i < 200; ++i) {
+    (void)readEventClock();
+    const auto before = Clock::now();
+    const std::uint64_t tsc = rpcjob::metrics::tick_clock::nowTsc();
+    const auto after = Clock::now();
+    while (Clock::now() < after + std::chrono::microseconds(10)) {
+    }
+    const auto at = rpcjob::runtime::eventClockAt(tsc);
+    told += at >= before - kTolerance && at <= after + kTolerance;
+  }
+  if (rpcjob::metrics::tick_clock::usesTsc()) {
+    EXPECT_GE(told, 180);
+  }
+  // A value from long ago (or not the counter's at all) is not trusted.
+  const auto before = Clock::now();
+  const auto stale = rpcjob::runtime::eventClockAt(1);
+  EXPECT_GE(stale, before - kTolerance);
 }
 
 TEST(EventClock, UsesTheCounterWhereItIsInvariant) {

@@ -1,6 +1,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "event_clock.h"
+
 #include "rpcjob/metrics/tick_clock.h"
 #include "rpcjob/runtime/observer.h"
 
@@ -59,17 +61,33 @@ Clock::time_point anchor(Anchor& a) noexcept {
 
 }  // namespace
 
+namespace {
+
+// The time at counter value `t`, or false when it lies outside the anchor's
+// span. Unsigned: a counter behind the anchor (another core's, a few cycles
+// off) is a large difference, and re-anchors too.
+bool extrapolate(const Anchor& a, std::uint64_t t, Clock::time_point& out) noexcept {
+  const std::uint64_t since = t - a.tsc;
+  if (since >= a.spanTicks) return false;
+  out = fromNanos(a.steadyNs + static_cast<std::int64_t>(static_cast<double>(since) * a.nsPerTick));
+  return true;
+}
+
+}  // namespace
+
 Clock::time_point readEventClock() noexcept {
   Anchor& a = tAnchor;
-  const std::uint64_t t = tick_clock::nowTsc();
-  // Unsigned: a counter behind the anchor (another core's, a few cycles off)
-  // is a large difference, and re-anchors too.
-  const std::uint64_t since = t - a.tsc;
-  if (since < a.spanTicks) {
-    return fromNanos(a.steadyNs +
-                     static_cast<std::int64_t>(static_cast<double>(since) * a.nsPerTick));
-  }
+  Clock::time_point out;
+  if (extrapolate(a, tick_clock::nowTsc(), out)) return out;
   return anchor(a);
+}
+
+Clock::time_point eventClockAt(std::uint64_t tsc) noexcept {
+  // An anchored span means the counter is the event clock's (spanTicks is 0
+  // where it is not); a value outside it gets a reading of its own.
+  Clock::time_point out;
+  if (extrapolate(tAnchor, tsc, out)) return out;
+  return readEventClock();
 }
 
 }  // namespace rpcjob::runtime

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "event_clock.h"
 #include "lane/lane.h"
 #include "lane/poller.h"
 #include "runtime_impl.h"
@@ -125,7 +126,12 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
         if (d != lane::Delivery::kDelivered) return d;
         if (h.inlinePayload)
           msg->payload.assign(data + h.payloadOffset, data + h.payloadOffset + h.payloadLength);
-        const EventTime arrived;
+        // Its arrival: the counter the poller read after the previous frame, if
+        // it did (the frame was taken right after), else read when asked.
+        uint64_t ticks = 0;
+        const EventTime arrived = options_.observer && lane::counterBeforeFrame(ticks)
+                                      ? EventTime(eventClockAt(ticks))
+                                      : EventTime();
         msg->arrived = &arrived;
         onMessage(*msg);
         msg->clear();

@@ -57,9 +57,18 @@ uint64_t ticksNow() {
 }
 #endif
 
+// The counter as the last hold check read it, after the frame before this
+// one; taken once by counterBeforeFrame() (lane.h).
+thread_local uint64_t tCheckTicks = 0;
+thread_local bool tCheckFresh = false;
+
 // Whether the turn's held frames waited kMaxHold; plans the next check if not.
 bool heldTooLong() {
-  if (kCounter && ticksNow() < tNextCheck) return false;
+  if (kCounter) {
+    tCheckTicks = ticksNow();
+    tCheckFresh = true;
+    if (tCheckTicks < tNextCheck) return false;
+  }
   const auto held = std::chrono::steady_clock::now() - tHeldSince;
   if (held >= kMaxHold) return true;
   const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(kMaxHold - held).count();
@@ -348,8 +357,16 @@ bool heldInTurn() noexcept {
   return tHeld;
 }
 
+bool counterBeforeFrame(uint64_t& ticks) noexcept {
+  if (!tCheckFresh) return false;
+  tCheckFresh = false;
+  ticks = tCheckTicks;
+  return true;
+}
+
 int Lane::poll(int max) {
   int delivered = 0;
+  tCheckFresh = false;  // read before this turn: not this turn's
   tTurn = holdTurns() ? this : nullptr;
   while (delivered < max && !closed()) {
     const char* data;
@@ -375,6 +392,7 @@ int Lane::poll(int max) {
     if (tHeld && heldTooLong()) {
       tHeld = false;
       publishTurnFrames();
+      tCheckFresh = false;  // the publish took time of its own
     }
   }
   tTurn = nullptr;

@@ -92,6 +92,14 @@ void publishTurn();
 // and the owner's publisher will publish it), false anywhere else.
 bool heldInTurn() noexcept;
 
+// The time-stamp counter as the poller's thread read it after the frame it
+// delivered last in this turn (its hold check, heldTooLong), once: the next
+// frame was taken right after, so the runtime times that frame's arrival with
+// it rather than reading the counter again (20-25 ns on the GPU hosts). False
+// when there is none: the first frame of a turn, after a publish, without an
+// x86-64 counter, or once taken.
+bool counterBeforeFrame(uint64_t& ticks) noexcept;
+
 // Process-wide, since start: what tests and rpcjob-bench read.
 struct LaneCounters {
   uint64_t lanesUp = 0;        // lanes this process sends on
