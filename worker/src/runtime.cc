@@ -405,6 +405,9 @@ void RuntimeImpl::readNext(std::shared_ptr<PipeReader> reader) {
           reader->onError(bad, decoded ? &header : nullptr);
           return;
         }
+        // Apart from pipe.descriptor: a large tensor's allocation happens here,
+        // TensorPipe's hand-off to its channel after.
+        trace::point("read.prepared", msg.header.id);
         reader->pipe->read(std::move(allocation),
                            [this, reader](const tensorpipe::Error& error) mutable {
                              trace::point("pipe.read", reader->msg.header.id);
