@@ -26,27 +26,33 @@ bool invariantTsc() {
   return false;
 }
 
+// A tight reading's counter reads are at most this far apart: a few hundred
+// ticks normally, 4 us at 1 GHz. A preemption between them (a loaded machine
+// at start-up) would put the pair's moment anywhere in between and skew the
+// rate for the process's life.
+constexpr std::uint64_t kMaxPairTicks = 4000;
+
 struct Calibration {
   bool tsc = false;
   double secondsPerTick = 1e-9;
   Calibration() {
-    tsc = invariantTsc();
-    if (!tsc) {
+    if (!invariantTsc()) {
       return;
     }
-    using Clock = std::chrono::steady_clock;
-    const auto t0 = Clock::now();
-    const std::uint64_t c0 = nowTsc();
-    while (Clock::now() - t0 < std::chrono::milliseconds(2)) {
+    const double nsPerTick = calibrate(
+        [] {
+          TickReading r;
+          r.before = nowTsc();
+          r.steadyNs = static_cast<std::int64_t>(nowSteady());
+          r.after = nowTsc();
+          return r;
+        },
+        2'000'000);
+    if (!(nsPerTick > 0)) {
+      return;  // the steady clock, as without an invariant counter
     }
-    const auto t1 = Clock::now();
-    const std::uint64_t c1 = nowTsc();
-    const double elapsed = std::chrono::duration<double>(t1 - t0).count();
-    if (c1 <= c0) {
-      tsc = false;
-      return;
-    }
-    secondsPerTick = elapsed / static_cast<double>(c1 - c0);
+    tsc = true;
+    secondsPerTick = nsPerTick * 1e-9;
     gUseTsc.store(true, std::memory_order_relaxed);
   }
 };
@@ -57,6 +63,25 @@ const Calibration& calibration() {
 }
 
 }  // namespace
+
+double calibrate(const std::function<TickReading()>& read, std::int64_t spanNs) {
+  auto tight = [&](TickReading& r) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      r = read();
+      if (r.after >= r.before && r.after - r.before <= kMaxPairTicks) return true;
+    }
+    return false;
+  };
+  TickReading start, end;
+  if (!tight(start)) return 0;
+  do {
+    if (!tight(end)) return 0;
+  } while (end.steadyNs - start.steadyNs < spanNs);
+  const std::uint64_t c0 = start.before + (start.after - start.before) / 2;
+  const std::uint64_t c1 = end.before + (end.after - end.before) / 2;
+  if (c1 <= c0) return 0;
+  return static_cast<double>(end.steadyNs - start.steadyNs) / static_cast<double>(c1 - c0);
+}
 
 bool usesTsc() {
   return calibration().tsc;

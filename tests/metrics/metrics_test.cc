@@ -20,6 +20,7 @@
 #include "rpcjob/metrics/recording.h"
 #include "rpcjob/metrics/rpc_metrics.h"
 #include "rpcjob/metrics/thread_shard.h"
+#include "rpcjob/metrics/tick_clock.h"
 
 namespace rpcjob {
 namespace metrics {
@@ -172,6 +173,36 @@ TEST(AtomicHistogram, ShardedObservationsFromManyThreadsAreAllCounted) {
 TEST(AtomicHistogram, TakesOneShardOrOnePerThread) {
   EXPECT_THROW(AtomicHistogram(rpcDurationBuckets(), 2), std::invalid_argument);
   EXPECT_NO_THROW(AtomicHistogram(rpcDurationBuckets(), thread_shard::kShards));
+}
+
+// The counter's calibration (tick_clock.cc) on a simulated counter of 2.5
+// ticks per ns: a reading whose thread was preempted between its two counter
+// reads (the first, and every 7th) is skipped, not averaged in; with nothing
+// but such readings there is no rate (the steady clock is used instead).
+TEST(TickClock, CalibrationSkipsReadingsInterruptedBetweenTheirReads) {
+  std::uint64_t tsc = 1'000'000;
+  int n = 0;
+  auto read = [&] {
+    tick_clock::TickReading r;
+    r.before = tsc;
+    tsc += 50;  // 20 ns to the clock's moment
+    r.steadyNs = static_cast<std::int64_t>(static_cast<double>(tsc) / 2.5);
+    tsc += 50;
+    if (n++ % 7 == 0) tsc += 2'500'000;  // preempted for 1 ms
+    r.after = tsc;
+    tsc += 100;
+    return r;
+  };
+  EXPECT_NEAR(tick_clock::calibrate(read, 2'000'000), 0.4, 0.4e-3);
+  auto alwaysPreempted = [&] {
+    tick_clock::TickReading r;
+    r.before = tsc;
+    r.steadyNs = static_cast<std::int64_t>(static_cast<double>(tsc) / 2.5);
+    tsc += 2'500'000;
+    r.after = tsc;
+    return r;
+  };
+  EXPECT_EQ(tick_clock::calibrate(alwaysPreempted, 2'000'000), 0.0);
 }
 
 TEST(ThreadShard, ThreadsAliveAtOnceOwnDifferentShards) {

@@ -38,7 +38,7 @@ Clock::time_point fromNanos(std::int64_t ns) {
 
 // A bracket wider than this was interrupted (the thread preempted between its
 // reads): its middle may be far from the clock's moment, so it anchors nothing.
-constexpr double kMaxBracketNs = 2'000;
+constexpr double kMaxBracketNs = 1'000;
 
 Clock::time_point anchor(Anchor& a) noexcept {
   if (!tick_clock::usesTsc()) return Clock::now();
@@ -84,10 +84,17 @@ Clock::time_point readEventClock() noexcept {
 
 Clock::time_point eventClockAt(std::uint64_t tsc) noexcept {
   // An anchored span means the counter is the event clock's (spanTicks is 0
-  // where it is not); a value outside it gets a reading of its own.
+  // where it is not).
+  Anchor& a = tAnchor;
   Clock::time_point out;
-  if (extrapolate(tAnchor, tsc, out)) return out;
-  return readEventClock();
+  if (extrapolate(a, tsc, out)) return out;
+  // Past the span: anchor anew and count back from there, so that a value
+  // converted late (the thread was preempted after reading it) still tells
+  // its own time rather than the conversion's.
+  const Clock::time_point now = readEventClock();
+  if (a.spanTicks == 0 || tsc > a.tsc || a.tsc - tsc >= a.spanTicks) return now;
+  return fromNanos(a.steadyNs -
+                   static_cast<std::int64_t>(static_cast<double>(a.tsc - tsc) * a.nsPerTick));
 }
 
 }  // namespace rpcjob::runtime

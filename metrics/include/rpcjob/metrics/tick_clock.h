@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 
 namespace rpcjob {
 namespace metrics {
@@ -38,6 +39,18 @@ inline std::uint64_t now() noexcept {
 
 // Nanoseconds per tick. Calls usesTsc() first.
 double nanosPerTick();
+
+// The calibration's arithmetic, apart for its test. A reading: the counter
+// just before and just after one steady-clock reading. Nanoseconds per tick
+// from two tight readings (their counter reads close together: the thread was
+// not preempted between them, so their middle is the clock's moment) at least
+// `spanNs` apart; 0 when `read` gave no tight reading in 100 tries.
+struct TickReading {
+  std::uint64_t before = 0;
+  std::int64_t steadyNs = 0;
+  std::uint64_t after = 0;
+};
+double calibrate(const std::function<TickReading()>& read, std::int64_t spanNs);
 
 // Nanoseconds between two now() readings (0 if the clock went backwards: TSC
 // reads on two cores may differ by a few cycles), with `nsPerTick` from

@@ -19,8 +19,9 @@ enum class CallStatus { kOk, kRemoteError, kUnknownFunction, kTimeout, kConnecti
 // The steady clock, read through the CPU's time-stamp counter where that is
 // invariant (event_clock.cc): clock_gettime costs 20-80 ns in a VM, and a
 // served call's two reads were most of the metrics' cost on a server's lane
-// poller. Within a few nanoseconds of std::chrono::steady_clock::now(), which
-// it reads itself every 50 us per thread, and where there is no such counter.
+// poller. Within tens of nanoseconds of std::chrono::steady_clock::now() (half
+// a microsecond at worst), which it reads itself every 50 us per thread, and
+// where there is no such counter.
 std::chrono::steady_clock::time_point readEventClock() noexcept;
 
 // The time of an event, on the steady clock, read when first asked for -- or
