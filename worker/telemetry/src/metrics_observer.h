@@ -8,12 +8,15 @@
 // current snapshot of the table (one atomic load and a hash lookup) -- counts
 // the start and returns the handles and the start time in the CallToken;
 // *Finished takes both back from the token (no lookup) and, for an ok call,
-// does two relaxed fetch_adds (a histogram bucket and its sum; the histogram's
-// count is the calls counter and the in-flight gauge's finished count, see
-// rpc_metrics.h), three otherwise. Times are the runtime's EventTimes
-// (observer.h): a client call's start is the time its deadline was computed
-// from, and the calls that arrived in one message share one clock read, so a
-// burst of async calls costs no clock read per call but at the server's end.
+// adds to a histogram bucket and its sum (the histogram's count is the calls
+// counter and the in-flight gauge's finished count, see rpc_metrics.h; the
+// start and these adds go to the calling thread's own shard, thread_shard.h),
+// and counts a failure otherwise. Times are the runtime's EventTimes
+// (observer.h, on the TSC-backed event clock): a client call's start is the
+// time its deadline was computed from, the calls that arrived in one message
+// share one clock read, and a lane poller's turn reads no clock per served
+// call (a frame's arrival is the counter read after the previous frame, and
+// the turn's answers share one read when it publishes them).
 // The first call of a function name takes a lock and publishes a new immutable
 // snapshot. The set of names is bounded by the functions this worker calls and
 // serves (the runtime reports served calls only for registered functions).

@@ -8,8 +8,9 @@
 // forwards each observer call to the method of the same shape here. The string
 // methods look the function's handles up (a map lookup under a lock, ~100 ns);
 // a hot path instead keeps the FunctionHandles of a function (and the failures
-// counter of a status) and uses finishedOk/finishedNotOk: two or three relaxed
-// integer fetch_adds, no lock, no lookup.
+// counter of a status) and uses finishedOk/finishedNotOk: two adds to the
+// calling thread's own shard of the histogram (thread_shard.h), and a relaxed
+// fetch_add for a failure; no lock, no lookup.
 
 #include <map>
 #include <memory>
@@ -50,7 +51,7 @@ inline constexpr char kTimeout[] = "timeout";
 // already counts the calls: calls{status="ok"} is computed when collected, as
 // the histogram's count minus the calls that ended otherwise, and the in-flight
 // gauge subtracts the histogram's count from its starts. An ok call then costs
-// two relaxed fetch_adds (a bucket and the sum), not four.
+// two adds (a bucket and the sum, in the thread's shard), not four.
 class FunctionHandles {
  public:
   FunctionHandles(Side side, std::string function, AtomicCounterFamily& calls,
