@@ -36,6 +36,7 @@
 #include <string>
 #include <thread>
 
+#include "heap_settings.h"
 #include "metrics_overhead.h"
 #include "pair_bench.h"
 #include "rpcjob/assignment/environment.h"
@@ -65,6 +66,7 @@ int usage() {
 
 int main(int argc, char** argv) {
   using namespace rpcjob::runtime;
+  rpcjob::worker::keepFreedHeap();  // before any thread (heap_settings.h says why)
   if (argc < 2) return usage();
   std::string mode = argv[1];
   if (mode == "--version") {
