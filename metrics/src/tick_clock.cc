@@ -39,15 +39,7 @@ struct Calibration {
     if (!invariantTsc()) {
       return;
     }
-    const double nsPerTick = calibrate(
-        [] {
-          TickReading r;
-          r.before = nowTsc();
-          r.steadyNs = static_cast<std::int64_t>(nowSteady());
-          r.after = nowTsc();
-          return r;
-        },
-        2'000'000);
+    const double nsPerTick = calibrate(readAround, 2'000'000);
     if (!(nsPerTick > 0)) {
       return;  // the steady clock, as without an invariant counter
     }
@@ -64,11 +56,19 @@ const Calibration& calibration() {
 
 }  // namespace
 
+TickReading readAround() noexcept {
+  TickReading r;
+  r.before = nowTsc();
+  r.steadyNs = static_cast<std::int64_t>(nowSteady());
+  r.after = nowTsc();
+  return r;
+}
+
 double calibrate(const std::function<TickReading()>& read, std::int64_t spanNs) {
   auto tight = [&](TickReading& r) {
     for (int attempt = 0; attempt < 100; ++attempt) {
       r = read();
-      if (r.after >= r.before && r.after - r.before <= kMaxPairTicks) return true;
+      if (r.tight(kMaxPairTicks)) return true;
     }
     return false;
   };
@@ -77,8 +77,8 @@ double calibrate(const std::function<TickReading()>& read, std::int64_t spanNs) 
   do {
     if (!tight(end)) return 0;
   } while (end.steadyNs - start.steadyNs < spanNs);
-  const std::uint64_t c0 = start.before + (start.after - start.before) / 2;
-  const std::uint64_t c1 = end.before + (end.after - end.before) / 2;
+  const std::uint64_t c0 = start.middle();
+  const std::uint64_t c1 = end.middle();
   if (c1 <= c0) return 0;
   return static_cast<double>(end.steadyNs - start.steadyNs) / static_cast<double>(c1 - c0);
 }

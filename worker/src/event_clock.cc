@@ -27,10 +27,6 @@ struct Anchor {
 };
 thread_local Anchor tAnchor;
 
-std::int64_t steadyNanos(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-
 Clock::time_point fromNanos(std::int64_t ns) {
   return Clock::time_point(
       std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns)));
@@ -43,25 +39,17 @@ constexpr double kMaxBracketNs = 1'000;
 Clock::time_point anchor(Anchor& a) noexcept {
   if (!tick_clock::usesTsc()) return Clock::now();
   const double nsPerTick = tick_clock::nanosPerTick();
-  // The counter read on both sides of the clock: their middle is the clock's
-  // moment to within half of clock_gettime's cost.
-  const std::uint64_t before = tick_clock::nowTsc();
-  const Clock::time_point now = Clock::now();
-  const std::uint64_t after = tick_clock::nowTsc();
-  if (after < before || static_cast<double>(after - before) * nsPerTick > kMaxBracketNs) {
+  const tick_clock::TickReading r = tick_clock::readAround();
+  if (!r.tight(static_cast<std::uint64_t>(kMaxBracketNs / nsPerTick))) {
     a.spanTicks = 0;  // the next reading tries again
-    return now;
+    return fromNanos(r.steadyNs);
   }
   a.nsPerTick = nsPerTick;
-  a.tsc = before + (after - before) / 2;
-  a.steadyNs = steadyNanos(now);
+  a.tsc = r.middle();
+  a.steadyNs = r.steadyNs;
   a.spanTicks = static_cast<std::uint64_t>(kSpanNs / nsPerTick);
-  return now;
+  return fromNanos(r.steadyNs);
 }
-
-}  // namespace
-
-namespace {
 
 // The time at counter value `t`, or false when it lies outside the anchor's
 // span. Unsigned: a counter behind the anchor (another core's, a few cycles

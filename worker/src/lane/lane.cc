@@ -14,6 +14,7 @@
 #include <random>
 
 #include "host_memory/peer_memfd.h"
+#include "rpcjob/metrics/tick_clock.h"
 
 namespace rpcjob::runtime::lane {
 namespace {
@@ -47,15 +48,14 @@ static_assert(kCheckTicks <= 20000, "a first check within kMaxHold at 1 GHz");
 
 #if defined(__x86_64__)
 constexpr bool kCounter = true;
-uint64_t ticksNow() {
-  return __builtin_ia32_rdtsc();
-}
 #else
 constexpr bool kCounter = false;  // none assumed: every frame reads the clock
-uint64_t ticksNow() {
-  return 0;
-}
 #endif
+// The event clock's counter (tick_clock.h), so that counterBeforeFrame's value
+// means the same to eventClockAt.
+uint64_t ticksNow() {
+  return metrics::tick_clock::nowTsc();
+}
 
 // The counter as the last hold check read it, after the frame before this
 // one; taken once by counterBeforeFrame() (lane.h).

@@ -40,16 +40,24 @@ inline std::uint64_t now() noexcept {
 // Nanoseconds per tick. Calls usesTsc() first.
 double nanosPerTick();
 
-// The calibration's arithmetic, apart for its test. A reading: the counter
-// just before and just after one steady-clock reading. Nanoseconds per tick
-// from two tight readings (their counter reads close together: the thread was
-// not preempted between them, so their middle is the clock's moment) at least
-// `spanNs` apart; 0 when `read` gave no tight reading in 100 tries.
+// The counter just before and just after one steady-clock reading. Tight when
+// the two counter reads are close together (the thread was not preempted
+// between them): their middle is then the clock's moment.
 struct TickReading {
   std::uint64_t before = 0;
   std::int64_t steadyNs = 0;
   std::uint64_t after = 0;
+  bool tight(std::uint64_t maxTicks) const noexcept {
+    return after >= before && after - before <= maxTicks;
+  }
+  std::uint64_t middle() const noexcept { return before + (after - before) / 2; }
 };
+// A reading now (the calibration's, and the runtime's event-clock anchors).
+TickReading readAround() noexcept;
+
+// The calibration's arithmetic, apart for its test: nanoseconds per tick from
+// two tight readings at least `spanNs` apart; 0 when `read` gave no tight
+// reading in 100 tries.
 double calibrate(const std::function<TickReading()>& read, std::int64_t spanNs);
 
 // Nanoseconds between two now() readings (0 if the clock went backwards: TSC
