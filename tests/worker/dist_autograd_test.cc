@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <atomic>
 #include <thread>
 
 #include "autograd/container.h"
@@ -167,6 +168,34 @@ TEST(DistAutogradTest, TwoWorkerSplitMatchesLocalGradients) {
     expectClose(dist::gradientOf(rt, ctx.id(), lb), g[1], "local bias");
     EXPECT_FALSE(lw.grad().defined()) << "distributed gradients never land in .grad";
     EXPECT_EQ(dist::getGradients(rt, ctx.id()).size(), 2u);
+  }
+  expectNoContexts(cluster, 1);
+  for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);
+}
+
+// The gradients that come back to the driver's part of the graph (here: of h,
+// sent to w1) run on the thread waiting in backward, not on a pool thread that
+// must be woken for them (autograd/help_queue.h).
+TEST(DistAutogradTest, GradientsComingBackRunOnTheThreadWaitingInBackward) {
+  Cluster cluster(1);
+  auto& rt = cluster.driver();
+  auto [lw, lb] = linearParams(8, 8, 1);
+  makeLinear(rt, "w1", "rm", 8, 8, 2);
+  for (int step = 0; step < 3; ++step) {
+    dist::Context ctx(rt);
+    at::Tensor h = linearForward(lw, lb, at::randn({4, 8}));
+    std::atomic<int> hooks{0};
+    std::thread::id ranOn;
+    h.register_hook([&](const at::Tensor& g) {
+      ranOn = std::this_thread::get_id();
+      ++hooks;
+      return g;
+    });
+    at::Tensor y = rt.rpcSync("w1", "ag.linear", {std::string("rm"), h}).toTensor();
+    dist::backward(rt, ctx.id(), {y.sum()});
+    EXPECT_EQ(hooks.load(), 1) << "step " << step;
+    EXPECT_EQ(ranOn, std::this_thread::get_id()) << "step " << step;
+    EXPECT_TRUE(dist::gradientOf(rt, ctx.id(), lw).defined()) << "step " << step;
   }
   expectNoContexts(cluster, 1);
   for (int code : cluster.shutdown()) EXPECT_EQ(code, 0);

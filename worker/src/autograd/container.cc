@@ -323,6 +323,50 @@ Future Container::propagate(const std::shared_ptr<ContextState>& ctx,
   return whenAll(sent, /*failFast=*/true);
 }
 
+bool Container::waitHelping(ContextState& ctx, const Future& done,
+                            std::chrono::nanoseconds timeout) {
+  return ctx.help().helpUntil(done, timeout, [this](HelpQueue::Task&& task) {
+    // Left when the pass ended (a failure elsewhere, a timeout): it still
+    // answers its caller, from the pool, or here when the pool is gone.
+    HelpQueue::Task copy = task;
+    if (!runtime_.pool()->submit(std::move(task))) copy();
+  });
+}
+
+Future Container::gradientsCall(std::vector<c10::IValue> args) {
+  auto done = detail::newFutureState(nullptr);
+  if (args.size() != 3 || !args[0].isInt() || !args[1].isInt()) {
+    throw std::invalid_argument("bad gradients call");
+  }
+  auto handoff = std::make_shared<StreamHandoff>(args[2]);
+  const int64_t id = args[0].toInt();
+  HelpQueue::Task task = [this, done, handoff, args = std::move(args)] {
+    CurrentContextScope none(0);  // as on a pool thread, also on a waiting one
+    try {
+      handoff->waitOnCurrentStreams();
+      Future downstream = onGradients(args[0].toInt(), args[1].toInt(), args[2]);
+      downstream.addInlineCallback([done](const Future& f) {
+        if (f.hasError()) {
+          done->fail(f.error());
+        } else {
+          done->complete(c10::IValue());
+        }
+      });
+    } catch (...) {
+      done->fail(std::make_exception_ptr(
+          std::runtime_error("backward failed: " + describe(std::current_exception()))));
+    }
+  };
+  // A thread of this worker waiting in the context's backward runs it; else
+  // the pool (a worker the pass only passes through).
+  const std::shared_ptr<ContextState> ctx = find(id);
+  if (ctx && ctx->help().offer(std::move(task))) return Future(done);
+  if (!runtime_.pool()->submit(std::move(task))) {
+    throw std::runtime_error("worker is shutting down");
+  }
+  return Future(done);
+}
+
 Future Container::onGradients(int64_t id, int64_t sendId, const c10::IValue& grads) {
   auto ctx = get(id);
   auto record = ctx->send(sendId);
@@ -357,36 +401,12 @@ std::vector<Builtin> Container::builtins() {
                    return c10::IValue(ids);
                  },
                  nullptr, true});
-  // Runs the engine on the pool; answers once everything downstream did,
-  // holding no thread meanwhile.
-  out.push_back(
-      {kGradients, nullptr,
-       [this](const CallInfo&, std::vector<c10::IValue> args) {
-         auto done = detail::newFutureState(nullptr);
-         if (args.size() != 3 || !args[0].isInt() || !args[1].isInt()) {
-           throw std::invalid_argument("bad gradients call");
-         }
-         auto handoff = std::make_shared<StreamHandoff>(args[2]);
-         bool queued = runtime_.pool()->submit([this, done, handoff, args = std::move(args)] {
-           try {
-             handoff->waitOnCurrentStreams();
-             Future downstream = onGradients(args[0].toInt(), args[1].toInt(), args[2]);
-             downstream.addInlineCallback([done](const Future& f) {
-               if (f.hasError()) {
-                 done->fail(f.error());
-               } else {
-                 done->complete(c10::IValue());
-               }
-             });
-           } catch (...) {
-             done->fail(std::make_exception_ptr(
-                 std::runtime_error("backward failed: " + describe(std::current_exception()))));
-           }
-         });
-         if (!queued) throw std::runtime_error("worker is shutting down");
-         return Future(done);
-       },
-       true});
+  // Answers once everything downstream did, holding no thread meanwhile.
+  out.push_back({kGradients, nullptr,
+                 [this](const CallInfo&, std::vector<c10::IValue> args) {
+                   return gradientsCall(std::move(args));
+                 },
+                 true});
   out.push_back({kRelease, nullptr,
                  [this](const CallInfo&, std::vector<c10::IValue> args) {
                    if (args.size() != 1 || !args[0].isInt()) {

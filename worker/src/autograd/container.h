@@ -99,6 +99,10 @@ class Container {
   // Backward from `roots` with `grads` (one per root) in context `ctx`.
   Future propagate(const std::shared_ptr<ContextState>& ctx,
                    const torch::autograd::edge_list& roots, torch::autograd::variable_list grads);
+  // Waits for `done` (a propagate's) up to `timeout` (nanoseconds::max():
+  // without end), running the gradient work of `ctx` that arrives meanwhile on
+  // this thread (help_queue.h); false when it timed out.
+  bool waitHelping(ContextState& ctx, const Future& done, std::chrono::nanoseconds timeout);
 
   std::vector<Builtin> builtins();
   OptimizerHost& optimizers() { return optimizers_; }
@@ -106,6 +110,9 @@ class Container {
 
  private:
   void attach(ContextState& ctx, wire::Header& header, const c10::IValue* value);
+  // The gradients built-in: (context, send id, gradients), run by the thread
+  // waiting in that context's backward here, else on the pool.
+  Future gradientsCall(std::vector<c10::IValue> args);
   Future onGradients(int64_t id, int64_t sendId, const c10::IValue& grads);
   std::vector<Builtin> optimizerBuiltins();  // dist_optimizer.cc
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
+#include "autograd/help_queue.h"
 
 namespace rpcjob::runtime::autograd {
 
@@ -44,6 +45,10 @@ class ContextState {
   std::vector<std::pair<at::Tensor, at::Tensor>> gradients() const;
   at::Tensor gradientOf(const at::Tensor& leaf) const;
 
+  // The gradient work of this context that a thread waiting in its backward
+  // pass runs (help_queue.h).
+  HelpQueue& help() { return help_; }
+
  private:
   const int64_t id_;
   mutable std::mutex mu_;
@@ -65,6 +70,7 @@ class ContextState {
   // needs a new wait. The optimizer reads every parameter's gradient in turn;
   // without this each read made every device's current stream wait again.
   mutable std::unordered_map<c10::Stream, uint64_t> waited_;
+  HelpQueue help_;
 
   void waitForReady() const;  // under mu_: the current streams wait on ready_
 };

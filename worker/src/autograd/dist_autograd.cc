@@ -91,9 +91,13 @@ void backward(Runtime& runtime, ContextId id, const std::vector<at::Tensor>& roo
   try {
     Future done = container.propagate(ctx, edges, std::move(grads));
     // The calls carry the timeout, per hop, and name the worker that did not
-    // answer; this wait is only a backstop behind them.
+    // answer; this wait is only a backstop behind them. Meanwhile this thread
+    // runs the gradients that come back to this worker's part of the graph.
     auto timeout = runtime.impl().options().defaultTimeout;
-    if (timeout.count() > 0 && !done.waitFor(timeout + std::chrono::seconds(1))) {
+    const auto limit = timeout.count() > 0
+                           ? std::chrono::nanoseconds(timeout + std::chrono::seconds(1))
+                           : std::chrono::nanoseconds::max();
+    if (!container.waitHelping(*ctx, done, limit)) {
       throw RpcError(ErrorCode::kTimeout, self, "distributed backward timed out");
     }
     error = done.error();
