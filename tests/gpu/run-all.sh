@@ -8,12 +8,12 @@
 # the CPU rpcjob-bench --json.
 # Usage, from the repository root, with .gpudeps carried (made by
 # EXTRA="libtensorpipe-dev libnop-dev" ../shared/tools/gpu-deps.sh):
-#   tests/gpu/run-all.sh [build|test|e2e|topology|pod|seeds|bench|all|metrics|trace]...
+#   tests/gpu/run-all.sh [build|test|e2e|topology|pod|seeds|bench|all|metrics|trace|profile]...
 # (seeds: the seed programs examples/model-split and examples/resnet-pipeline built
 #  against an install of this build and run on their CUDA manifests with `rpcjob
 #  run`, then the pipeline tutorial's own PyTorch program: $OUT/seeds_table.md)
-# (trace: the small and 400 MB CUDA round trips traced step by step, after a build;
-#  not part of all: $OUT/trace-*.txt)
+# (trace: the small and 400 MB CUDA round trips and the recipe's iterations traced
+#  step by step, after a build; not part of all: $OUT/trace-*.txt)
 # (metrics: the metrics overhead per recorder, after a build; not part of all;
 #  ROUNDS, SLICE and RECORDERS, a list of --recorders values, change it)
 # Logs go to gpu-logs/ and, packed, to $OUT/logs.tgz (the device tool brings back
@@ -409,14 +409,19 @@ fi
 # small call and the 400 MB one, each in a run of its own (RPCJOB_BENCH_ONLY), the
 # warm-up windows left out. The GPU's copies show as the gaps no host step fills.
 if [[ $stages == *" trace "* ]]; then
-  for part in small 400mb; do
+  for part in small 400mb recipe; do
     rm -rf "$L/trace-$part"
     mkdir -p "$L/trace-$part"
-    RPCJOB_TRACE=$L/trace-$part RPCJOB_BENCH_ONLY=$part RPCJOB_BENCH_TRACE=1 timeout 120 \
+    # recipe: 11 iterations in CPU mode, then 11 in CUDA mode and 4 x 11 more CUDA ones
+    # (RPCJOB_BENCH_RECIPE_REPEAT); a window is one iteration (autograd.released).
+    RPCJOB_TRACE=$L/trace-$part RPCJOB_BENCH_ONLY=$part RPCJOB_BENCH_TRACE=1 \
+      RPCJOB_BENCH_BREAKDOWN=1 RPCJOB_BENCH_RECIPE_REPEAT=4 timeout 120 \
       $B/tests/gpu/rpcjob-gpu-bench >"$L/trace-$part.json" 2>"$L/trace-$part.err"
-    say "traced $part round trips rc=$?: $(cat "$L/trace-$part.json")"
+    say "traced $part rc=$?: $(cat "$L/trace-$part.json")"
+    between=call.send
     if [[ $part == small ]]; then skip=300 count=2000; else skip=5 count=40; fi
-    python3 benchmarks/profile/trace_timeline.py "$L/trace-$part" --between call.send \
+    if [[ $part == recipe ]]; then between=autograd.released skip=24 count=40; fi
+    python3 benchmarks/profile/trace_timeline.py "$L/trace-$part" --between $between \
       --from $skip --count $count --show 2 --top 25 >"$OUT/trace-$part.txt" 2>&1
     sed -n '/where the time goes/,$p' "$OUT/trace-$part.txt" | head -16 | tee -a "$S"
     # nvlink.ready is a step of the one-GPU protocol alone (nvlink_channel.h): on two
@@ -441,4 +446,26 @@ if [[ $stages == *" metrics "* ]]; then
       2>>"$L/metrics_overhead.err" | tee -a "$L/metrics_overhead.txt" |
       grep -E "^(Same|small call RTT p50|async calls)" | head -3 | tee -a "$S"
   done
+fi
+
+# Not part of `all`: where the recipe's host time goes (issue 20). SPINS (a list of
+# RPCJOB_SPIN_US values, "default" for none) times the recipe alone, three fresh runs
+# each, alternating; then benchmarks/profile/recipe-threads.sh samples every thread
+# of both processes while the recipe repeats ($OUT/recipe-threads.txt; carry
+# build-perf for a perf of its own).
+if [[ $stages == *" profile "* ]]; then
+  for round in 1 2 3; do
+    for spin in ${SPINS:-default}; do
+      env=()
+      [[ $spin != default ]] && env=(RPCJOB_SPIN_US=$spin)
+      line=$(env "${env[@]}" RPCJOB_BENCH_ONLY=recipe RPCJOB_BENCH_RECIPE_REPEAT=4 timeout 120 \
+        $B/tests/gpu/rpcjob-gpu-bench 2>"$L/profile-$spin-$round.err" |
+        grep -o '"recipe_cuda_rpc_s": [0-9.]*')
+      repeats=$(grep -o 'repeat [0-9]*: [0-9.]*' "$L/profile-$spin-$round.err" | awk '{print $3}' |
+        paste -sd' ')
+      say "recipe, RPCJOB_SPIN_US=$spin, run $round: $line; repeats: $repeats"
+    done
+  done
+  OUT=$OUT timeout 120 bash benchmarks/profile/recipe-threads.sh $B/tests/gpu/rpcjob-gpu-bench 4
+  say "recipe-threads rc=$?: $(head -3 "$OUT/recipe-threads.txt" | tr '\n' ' ')"
 fi

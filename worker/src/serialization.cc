@@ -13,6 +13,7 @@
 #if RPCJOB_WITH_CUDA
 #include "cuda/cuda_serialization.h"
 #include "cuda/device_maps.h"
+#include "trace/trace.h"
 #endif
 
 namespace rpcjob::runtime {
@@ -381,6 +382,8 @@ std::string prepareRead(const tensorpipe::Descriptor& descriptor, IncomingMessag
 c10::IValue decodeValue(IncomingMessage& in) {
 #if RPCJOB_WITH_CUDA
   cuda::finishRead(in);  // the read was enqueued: events on the receive streams
+  // After pipe.read: the receive streams' events and what waited for a GPU step.
+  if (!in.streams.empty()) trace::point("read.finished");
 #endif
   if (in.payload.empty()) return c10::IValue();
   if (wire::isFastPayload(in.payload.data(), in.payload.size())) {

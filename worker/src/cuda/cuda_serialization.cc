@@ -15,6 +15,7 @@
 #include "device_maps.h"
 #include "release_later.h"
 #include "rpcjob/runtime/errors.h"
+#include "trace/trace.h"
 
 namespace rpcjob::runtime::cuda {
 namespace {
@@ -166,6 +167,8 @@ std::string allocate(const void* descriptorTensor, const wire::TensorMeta& meta,
     c10::cuda::CUDAStreamGuard guard(allocationStream(device));
     t = at::empty(meta.sizes, at::TensorOptions().dtype(dtype).device(c10::kCUDA, device));
   }
+  // Between pipe.descriptor and read.prepared: the caching allocator's part apart.
+  trace::point("read.allocated", d.length);
   recordOnStream(t.storage(), s);  // the copy into it runs there
   allocation.tensors.push_back({tensorpipe::CudaBuffer{t.data_ptr(), s.stream()}});
   in.streams[index] = s.stream();

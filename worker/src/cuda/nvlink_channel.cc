@@ -353,6 +353,7 @@ class NvlinkContext final : public CopyContext, public std::enable_shared_from_t
   }
 
   size_t splitBytes() const { return splitBytes_; }
+  size_t streamsPerCopy() const { return streamsPerCopy_; }
   bool kernelCopy() const { return kernelCopy_; }
   int smCount(int device) const { return smCount_[device]; }
   // Copy streams are shared by the channels of a device: one large copy at a
@@ -474,7 +475,9 @@ class NvlinkChannel final
     auto ack = ackFor(m);
     {
       DeviceScope scope(r.device);
-      if (r.length < context_->splitBytes()) {
+      // One copy stream (the default) splits nothing: the copy goes on the
+      // receive stream itself, without the two event hops a copy stream adds.
+      if (r.length < context_->splitBytes() || context_->streamsPerCopy() == 1) {
         cudaStreamWaitEvent(r.stream, ready, 0);
         copyOn(r.ptr, src, r.length, r.device, r.stream);
       } else {

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Usage: benchmarks/profile/recipe-threads.sh GPU_BENCH [SECONDS]
+# Where each thread of both processes spends its time while rpcjob-gpu-bench repeats
+# the CUDA RPC recipe (issue 20: 10 x forward and distributed backward across two
+# processes): RPCJOB_BENCH_ONLY=recipe with RPCJOB_BENCH_RECIPE_REPEAT=REPEAT (default
+# 3000) more recipes, sampled after START seconds (default 8: start-up, the CPU
+# recipe and the warm-up are over) for SECONDS (default 4). Writes
+# $OUT/recipe-threads.txt: per thread its futex calls and context switches (1 s), its
+# share of the samples and its top symbols (the CUDA driver has none: its share
+# shows as one library). A host step the trace shows
+# as slow (trace_timeline.py) is either waiting (futex, few samples) or working (its
+# symbols here).
+set -uo pipefail
+bench=$1 seconds=${2:-4}
+OUT=${OUT:-$PWD/perf-out}
+mkdir -p "$OUT"
+perf=${PERF:-$PWD/build-perf/perf}
+[[ -x $perf ]] || perf=$(command -v perf)
+[[ -d $PWD/build-perf/lib ]] && export LD_LIBRARY_PATH=$PWD/build-perf/lib:${LD_LIBRARY_PATH:-}
+RPCJOB_BENCH_ONLY=recipe RPCJOB_BENCH_RECIPE_REPEAT=${REPEAT:-3000} "$bench" \
+  >"$OUT/recipe-threads.json" 2>"$OUT/recipe-threads.err" &
+driver=$!
+sleep "${START:-8}"
+pids=$(pgrep -f "$(basename "$bench")" | paste -sd, -)
+[[ -n $pids ]] || { echo "recipe-threads: no process of $bench" >&2; exit 1; }
+events=cycles
+"$perf" stat -x, -e cycles -- true 2>&1 | grep -q "not supported" && events=cpu-clock
+data=/tmp/perf-recipe-threads.data
+"$perf" stat -e syscalls:sys_enter_futex,context-switches --per-thread -p "$pids" \
+  -o /tmp/recipe-threads.stat -- sleep 1 >/dev/null 2>&1
+"$perf" record -q -F 4000 -e "$events" -g -p "$pids" -o "$data" -- sleep "$seconds" \
+  >/dev/null 2>&1
+kill "$driver" 2>/dev/null
+wait "$driver" 2>/dev/null
+{
+  echo "# recipe repeated, $seconds s of pids $pids (driver $driver), events $events"
+  grep -c "repeat" "$OUT/recipe-threads.err" | sed 's/^/recipes done: /'
+  grep "repeat" "$OUT/recipe-threads.err" | awk '{print $(NF-1)}' | sort -n |
+    awk '{a[NR]=$1} END {if (NR) print "recipe CUDA RPC, median of", NR, "repeats:", a[int((NR+1)/2)], "s"}'
+  echo "## per thread, 1 s: futex calls, context switches"
+  grep -E 'futex|switches' /tmp/recipe-threads.stat | sort -k2 -n -r | awk '$2 > 50' | head -30
+  echo "## by process and thread"
+  "$perf" report -i "$data" --stdio --no-children --sort pid -g none -q 2>&1 |
+    grep -v '^$' | head -40
+  for tid in $("$perf" report -i "$data" --stdio --no-children --sort pid -g none -q 2>/dev/null |
+    awk '$1+0 >= 1.5 {split($2, a, ":"); print a[1]}' | head -12); do
+    echo "## thread $tid"
+    "$perf" report -i "$data" --stdio --no-children --tid "$tid" --sort dso,sym -g none -q 2>&1 |
+      grep -v '^$' | head -"${TOP:-20}"
+  done
+  echo "## by shared object"
+  "$perf" report -i "$data" --stdio --no-children --sort dso -g none -q 2>&1 | grep -v '^$' |
+    head -20
+} >"$OUT/recipe-threads.txt"
