@@ -86,8 +86,9 @@ std::vector<double> rawRoundTrips(const at::Tensor& x, int peer, int warmup, int
 // 10 times, lm a 1000x1000 linear on cuda:0 here, rm one on cuda:1 in the
 // worker. "cpu" mode sends the activations through host memory both ways (each
 // half returns y.cpu()); "cuda" mode keeps them on the GPUs (device maps). One
-// iteration first, outside the timing (the remote half's allocations).
-double recipe(runtime::Runtime& rt, bool cpuMode) {
+// iteration first, outside the timing (the remote half's allocations); then
+// `blocks` timed blocks of 10 iterations, their times in order.
+std::vector<double> recipe(runtime::Runtime& rt, bool cpuMode, int blocks = 1) {
   namespace dist = runtime::dist_autograd;
   // The worker's GPU: cuda:1, or cuda:0 shared by both processes on one GPU.
   const std::string workerDevice = c10::cuda::device_count() > 1 ? "cuda:1" : "cuda:0";
@@ -129,11 +130,15 @@ double recipe(runtime::Runtime& rt, bool cpuMode) {
   };
   iteration();
   c10::cuda::getCurrentCUDAStream(0).synchronize();
-  phases.clear();
-  auto t0 = Clock::now();
-  for (int i = 0; i < 10; ++i) iteration();
-  c10::cuda::getCurrentCUDAStream(0).synchronize();
-  double total = seconds(Clock::now() - t0);
+  std::vector<double> totals;
+  for (int b = 0; b < blocks; ++b) {
+    phases.clear();
+    auto t0 = Clock::now();
+    for (int i = 0; i < 10; ++i) iteration();
+    c10::cuda::getCurrentCUDAStream(0).synchronize();
+    totals.push_back(seconds(Clock::now() - t0));
+  }
+  const double total = totals.back();
   if (breakdown) {
     std::fprintf(stderr, "recipe %s RPC, 10 iterations in %.4f s; per iteration (ms):\n",
                  cpuMode ? "CPU" : "CUDA", total);
@@ -143,7 +148,23 @@ double recipe(runtime::Runtime& rt, bool cpuMode) {
       std::fprintf(stderr, "\n");
     }
   }
-  return total;
+  return totals;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// "0.0081, 0.0090" (seconds, as the JSON's other times).
+std::string list(const std::vector<double>& v) {
+  std::string out;
+  for (double x : v) {
+    char item[32];
+    std::snprintf(item, sizeof(item), "%s%.4f", out.empty() ? "" : ", ", x);
+    out += item;
+  }
+  return out;
 }
 
 double pct(const std::vector<double>& v, double p) {
@@ -197,6 +218,7 @@ int main(int, char** argv) {
   auto r4 = want("4mb") ? roundTrips(rt, mb4, 20, 200) : std::vector<double>{0};
   auto r400 = want("400mb") ? roundTrips(rt, mb400, 5, 40) : std::vector<double>{1};
   double split = 0, recipeCpu = 0, recipeCuda = 0;
+  std::vector<double> recipeCudaBlocks;
   if (want("recipe")) {
     // Model split: forward only (the recipe below adds the backward pass).
     at::manual_seed(0);
@@ -211,13 +233,19 @@ int main(int, char** argv) {
       y = rt.rpcSync("w1", "linear1", {at::linear(x, w0, b0)}).toTensor();
     c10::cuda::getCurrentCUDAStream(0).synchronize();
     split = seconds(Clock::now() - t0);
-    recipeCpu = recipe(rt, /*cpuMode=*/true);
-    recipeCuda = recipe(rt, /*cpuMode=*/false);
+    recipeCpu = recipe(rt, /*cpuMode=*/true).front();
+    // CUDA mode, blocks of 10 iterations in a row (RPCJOB_BENCH_RECIPE_BLOCKS, default 7;
+    // torch_rpc_bench.py times as many): one block varies by +-30 % between runs on the
+    // GPU hosts, as the floor's blocks do (recipe_floor.cc prints their median too).
+    const char* blocksEnv = std::getenv("RPCJOB_BENCH_RECIPE_BLOCKS");
+    const int blocks = std::max(1, blocksEnv != nullptr ? std::atoi(blocksEnv) : 7);
+    recipeCudaBlocks = recipe(rt, /*cpuMode=*/false, blocks);
+    recipeCuda = median(recipeCudaBlocks);
     // RPCJOB_BENCH_RECIPE_REPEAT=N: N more CUDA recipes, each total on stderr: a steady
-    // phase long enough to profile (benchmarks/profile/perf-attach.sh).
+    // phase long enough to profile (benchmarks/profile/recipe-threads.sh).
     if (const char* repeat = std::getenv("RPCJOB_BENCH_RECIPE_REPEAT")) {
       for (int i = 0, n = std::atoi(repeat); i < n; ++i) {
-        std::fprintf(stderr, "recipe CUDA RPC, repeat %d: %.4f s\n", i, recipe(rt, false));
+        std::fprintf(stderr, "recipe CUDA RPC, repeat %d: %.4f s\n", i, recipe(rt, false).front());
       }
     }
   }
@@ -229,12 +257,12 @@ int main(int, char** argv) {
       "\"rt4mb_ms\": %.4f, \"rt400mb_ms\": %.3f, \"rt400mb_gbs\": %.1f, \"rt400mb_p10_p90_ms\": "
       "[%.3f, %.3f], \"raw_rt4mb_ms\": %.4f, \"raw_rt400mb_ms\": %.3f, \"raw_rt400mb_gbs\": %.1f, "
       "\"model_split_s\": %.4f, \"recipe_cpu_rpc_s\": %.4f, \"recipe_cuda_rpc_s\": %.4f, "
-      "\"intra_op_threads\": %d}\n",
+      "\"recipe_cuda_rpc_blocks_s\": [%s], \"intra_op_threads\": %d}\n",
       remote.c_str(), pair.channelFor("cuda:0", remote).c_str(), pct(s, 0.5) * 1e6,
       pct(s, 0.99) * 1e6, pct(r4, 0.5) * 1e3, pct(r400, 0.5) * 1e3,
       2 * 400e6 / 1e9 / pct(r400, 0.5), pct(r400, 0.1) * 1e3, pct(r400, 0.9) * 1e3,
       pct(raw4, 0.5) * 1e3, pct(raw400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(raw400, 0.5), split,
-      recipeCpu, recipeCuda, at::get_num_threads());
+      recipeCpu, recipeCuda, list(recipeCudaBlocks).c_str(), at::get_num_threads());
   std::fflush(stdout);
   return 0;
 }

@@ -8,7 +8,7 @@ floor = next((r for r in rows if r["impl"] == "recipe floor"), None)
 rows = [r for r in rows if r["impl"] != "recipe floor"]
 print("| implementation | devices | channel | small CUDA call p50 / p99 (us) | 4 MB CUDA round trip (ms) "
       "| 400 MB CUDA round trip, p50 (p10-p90) (ms) | 400 MB effective (GB/s) | model split, 10 fwd (s) "
-      "| recipe, 10 fwd+bwd, CPU RPC (s) | recipe, 10 fwd+bwd, CUDA RPC (s) |")
+      "| recipe, 10 fwd+bwd, CPU RPC (s) | recipe, 10 fwd+bwd, CUDA RPC (s), median of the blocks |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 raw = None
 for r in rows:
@@ -19,6 +19,14 @@ for r in rows:
           f"| {r.get('recipe_cpu_rpc_s', 'n/a')} | {r.get('recipe_cuda_rpc_s', 'n/a')} |")
     if r.get("raw_rt400mb_ms"):
         raw = raw or r
+# The CUDA recipe's blocks of 10 iterations in a row, each implementation's (the median above).
+blocked = [r for r in rows if r.get("recipe_cuda_rpc_blocks_s")]
+if blocked:
+    print("\nThe CUDA recipe's blocks of 10 iterations, in order (s):\n")
+    for r in blocked:
+        b = r["recipe_cuda_rpc_blocks_s"]
+        print(f"- {r['impl']}, {r['channel']}: {', '.join(str(x) for x in b)} "
+              f"(median {r['recipe_cuda_rpc_s']}, min {min(b)})")
 if floor:
     ours = [r["recipe_cuda_rpc_s"] for r in rows if r["impl"] == "rpcjob" and r.get("recipe_cuda_rpc_s")]
     print(f"\nThe recipe's floor, same run (rpcjob-recipe-floor: its GPU work with no RPC, the halves "
@@ -26,8 +34,8 @@ if floor:
           f"{floor['two_processes_s']} s (min {floor['two_processes_min_s']}), both halves in one "
           f"process with the same waits {floor['one_process_s']} s, the GPU work alone "
           f"{floor['one_process_gpu_s']} s."
-          + (f" rpcjob's CUDA RPC mode above: {min(ours) / floor['two_processes_s']:.2f}x the "
-             "two-process floor at best." if ours else ""))
+          + (f" rpcjob's CUDA RPC mode above (the median of its blocks): "
+             f"{min(ours) / floor['two_processes_s']:.2f}x the two-process floor at best." if ours else ""))
 if raw:
     there = raw.get("devices", "cuda:0->cuda:1").split("->")[-1]
     print(f"\nThe hardware's bound, same run: cudaMemcpyPeerAsync cuda:0 -> {there} -> cuda:0 in one "
