@@ -26,10 +26,11 @@ pids=$(pgrep -f "$(basename "$bench")" | paste -sd, -)
 events=cycles
 "$perf" stat -x, -e cycles -- true 2>&1 | grep -q "not supported" && events=cpu-clock
 data=/tmp/perf-recipe-threads.data
+# perf's own complaints (no permission for perf events here, a pid gone) are kept.
 "$perf" stat -e syscalls:sys_enter_futex,context-switches --per-thread -p "$pids" \
-  -o /tmp/recipe-threads.stat -- sleep 1 >/dev/null 2>&1
+  -o /tmp/recipe-threads.stat -- sleep 1 >/dev/null 2>"$OUT/recipe-threads.perf.err"
 "$perf" record -q -F 4000 -e "$events" -g -p "$pids" -o "$data" -- sleep "$seconds" \
-  >/dev/null 2>&1
+  >/dev/null 2>>"$OUT/recipe-threads.perf.err"
 kill "$driver" 2>/dev/null
 wait "$driver" 2>/dev/null
 {
@@ -37,6 +38,7 @@ wait "$driver" 2>/dev/null
   grep -c "repeat" "$OUT/recipe-threads.err" | sed 's/^/recipes done: /'
   grep "repeat" "$OUT/recipe-threads.err" | awk '{print $(NF-1)}' | sort -n |
     awk '{a[NR]=$1} END {if (NR) print "recipe CUDA RPC, median of", NR, "repeats:", a[int((NR+1)/2)], "s"}'
+  [[ -s $OUT/recipe-threads.perf.err ]] && sed 's/^/perf: /' "$OUT/recipe-threads.perf.err" | head -5
   echo "## per thread, 1 s: futex calls, context switches"
   grep -E 'futex|switches' /tmp/recipe-threads.stat | sort -k2 -n -r | awk '$2 > 50' | head -30
   echo "## by process and thread"
