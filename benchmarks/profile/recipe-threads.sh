@@ -21,7 +21,9 @@ RPCJOB_BENCH_ONLY=recipe RPCJOB_BENCH_RECIPE_REPEAT=${REPEAT:-3000} "$bench" \
   >"$OUT/recipe-threads.json" 2>"$OUT/recipe-threads.err" &
 driver=$!
 sleep "${START:-8}"
-pids=$(pgrep -f "$(basename "$bench")" | paste -sd, -)
+# The driver and the worker it started (pgrep -f also matched short-lived shells,
+# and perf refuses a list with a pid gone).
+pids=$(echo "$driver" $(pgrep -P "$driver") | tr ' ' ',')
 [[ -n $pids ]] || { echo "recipe-threads: no process of $bench" >&2; exit 1; }
 events=cycles
 "$perf" stat -x, -e cycles -- true 2>&1 | grep -q "not supported" && events=cpu-clock
