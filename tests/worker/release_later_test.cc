@@ -120,5 +120,43 @@ TEST(DeferredReleases, ThreadsAddAndReleaseTogether) {
   EXPECT_EQ(r.held(), 0u);
 }
 
+// A GPU step's releases wait for the end of the scope around its message (the
+// innermost one, on this thread), and a step outside any scope releases at once.
+TEST(AfterGpuStep, AStepReleasesWhenItsScopeEndsNotBefore) {
+  DeferredReleases r(true);
+  std::weak_ptr<int> a, b;
+  {
+    AfterGpuStep outer(r);
+    r.add(tracked(a), 1, Clock::now());
+    {
+      AfterGpuStep inner(r);
+      noteGpuStep();
+      EXPECT_FALSE(a.expired()) << "released inside the step's scope";
+    }
+    EXPECT_TRUE(a.expired()) << "the inner scope had the step";
+    r.add(tracked(b), 1, Clock::now());
+  }
+  EXPECT_FALSE(b.expired()) << "no step in the outer scope after the inner one: nothing to release";
+  {
+    AfterGpuStep none(r);  // no step in it
+  }
+  EXPECT_FALSE(b.expired());
+  r.releaseAll();
+  EXPECT_TRUE(b.expired());
+}
+
+TEST(AfterGpuStep, ScopesAreThreadLocal) {
+  DeferredReleases r(true);
+  std::weak_ptr<int> a;
+  AfterGpuStep scope(r);
+  r.add(tracked(a), 1, Clock::now());
+  // A step on another thread, in a scope of its own over the same releases.
+  std::thread([&] {
+    AfterGpuStep theirs(r);
+    noteGpuStep();
+  }).join();
+  EXPECT_TRUE(a.expired()) << "the other thread's scope ended with a step";
+}
+
 }  // namespace
 }  // namespace rpcjob::runtime

@@ -58,6 +58,27 @@ void releaseDeferred() {
   deferredReleases().releaseAll();
 }
 
+namespace {
+thread_local AfterGpuStep* innermost = nullptr;
+}  // namespace
+
+AfterGpuStep::AfterGpuStep(DeferredReleases& releases) : releases_(releases), outer_(innermost) {
+  innermost = this;
+}
+
+AfterGpuStep::~AfterGpuStep() {
+  innermost = outer_;
+  if (stepped_) releases_.releaseAll();
+}
+
+void noteGpuStep() {
+  if (innermost != nullptr) {
+    innermost->stepped_ = true;
+  } else {
+    releaseDeferred();
+  }
+}
+
 void releaseStale() {
   deferredReleases().releaseOlderThan(DeferredReleases::Clock::now(), DeferredReleases::kMaxAge);
 }

@@ -426,6 +426,7 @@ void RuntimeImpl::readNext(std::shared_ptr<PipeReader> reader) {
 }
 
 void RuntimeImpl::dispatchRead(std::shared_ptr<PipeReader> reader) {
+  const AfterGpuStep afterStep;  // its releases once the message is dispatched (release_later.h)
   IncomingMessage& msg = reader->msg;
   const bool corked = reader->server != nullptr && corkWrites(*reader->server);
   std::string bad = dispatch(msg, reader->onMessage, reader->order.get());

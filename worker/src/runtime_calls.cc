@@ -76,7 +76,8 @@ Future RuntimeImpl::rpcAsync(const std::string& to, const std::string& function,
 
 Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* value,
                                 CallOptions options, [[maybe_unused]] bool inverseDeviceMap) {
-  trace::point("call.pack");  // to call.send: the request's future and message are made
+  trace::point("call.pack");     // to call.send: the request's future and message are made
+  const AfterGpuStep afterStep;  // its releases after the request's write (release_later.h)
   // Handed to the Future on return, not copied into it: each copy of a
   // shared_ptr is a locked instruction, and this is every call's path.
   auto state = detail::newFutureState(pool_);
@@ -561,6 +562,7 @@ void RuntimeImpl::sendReply(const std::shared_ptr<ServerPipe>& server, uint64_t 
                             const std::string& function,
                             const std::optional<Observer::CallToken>& observed, int64_t ctx) {
   trace::point("serve.reply", id);
+  const AfterGpuStep afterStep;  // its releases after the answer's write (release_later.h)
   wire::Header h;
   h.id = id;
   std::shared_ptr<OutgoingMessage> message;

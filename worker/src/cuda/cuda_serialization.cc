@@ -87,7 +87,7 @@ at::Tensor prepareSend(OutgoingMessage& out, at::Tensor t, const DeviceTargets* 
   out.streams.resize(index + 1, nullptr);
   out.targets[index] = target;
   if (local >= 0) {
-    releaseDeferred();  // a GPU step of ours: what waited for one goes now
+    noteGpuStep();  // a GPU step of ours: what waited for one goes after it
     void* stream = nullptr;
     for (size_t i = 0; i < index; ++i) {  // one send stream per device and message
       if (out.streams[i] != nullptr && out.tensors[i].device().index() == local) {
@@ -180,8 +180,9 @@ void finishRead(IncomingMessage& in) {
   if (in.streams.empty()) return;
   // The copies into this message are enqueued: the GPU is ours now (the sender's
   // work they waited for is done), so what waited for a GPU step goes behind
-  // them. Not sooner: when the descriptor arrives the sender may still compute.
-  releaseDeferred();
+  // them, once the message is dispatched (AfterGpuStep). Not sooner: when the
+  // descriptor arrives the sender may still compute.
+  noteGpuStep();
   std::map<int, std::pair<c10::cuda::CUDAStream, std::vector<c10::Storage>>> perDevice;
   auto streamOf = [&](int device,
                       void* raw) -> std::pair<c10::cuda::CUDAStream, std::vector<c10::Storage>>& {
