@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -122,6 +123,44 @@ TEST(HelpQueue, WorkStillQueuedWhenTheWaiterLeavesGoesToTheLeftoverHandler) {
   ASSERT_EQ(leftovers.size(), 2u);
   for (auto& task : leftovers) task();
   EXPECT_EQ(ranLater, 2);
+}
+
+// A task must not throw; one that does still leaves the queue usable and hands
+// what was queued behind it to the leftover handler.
+TEST(HelpQueue, ATaskThatThrowsLeavesNothingQueuedBehind) {
+  HelpQueue queue;
+  Promise promise;
+  std::vector<HelpQueue::Task> leftovers;
+  std::atomic<bool> blocked{false};
+  std::atomic<bool> release{false};
+  std::atomic<bool> threw{false};
+  std::thread waiting([&] {
+    try {
+      queue.helpUntil(promise.future(), 10s,
+                      [&](HelpQueue::Task&& task) { leftovers.push_back(std::move(task)); });
+    } catch (const std::runtime_error&) {
+      threw = true;
+    }
+  });
+  HelpQueue::Task first = [&] {
+    blocked = true;
+    while (!release) std::this_thread::yield();
+    throw std::runtime_error("broke its promise");
+  };
+  while (!queue.offer(std::move(first))) std::this_thread::yield();
+  while (!blocked) std::this_thread::yield();
+  int ranLater = 0;
+  HelpQueue::Task behind = [&] { ++ranLater; };
+  EXPECT_TRUE(queue.offer(std::move(behind)));
+  release = true;
+  waiting.join();
+  EXPECT_TRUE(threw);
+  ASSERT_EQ(leftovers.size(), 1u);
+  leftovers.front()();
+  EXPECT_EQ(ranLater, 1);
+  HelpQueue::Task late = [] {};
+  EXPECT_FALSE(queue.offer(std::move(late))) << "the helper that threw is gone";
+  promise.setValue(c10::IValue());
 }
 
 }  // namespace

@@ -50,6 +50,23 @@ bool HelpQueue::helpUntil(const Future& done, std::chrono::nanoseconds timeout,
     std::lock_guard<std::mutex> lock(s->mu);
     ++s->helpers;
   }
+  // However this call ends (a task that broke its promise and threw, too), the
+  // last helper to leave hands on what is queued: no offered task is lost.
+  struct Leave {
+    Shared& s;
+    const std::function<void(Task&&)>& leftover;
+    ~Leave() {
+      std::deque<Task> left;
+      {
+        std::lock_guard<std::mutex> lock(s.mu);
+        if (--s.helpers == 0) {
+          left.swap(s.tasks);
+          s.queued.store(false, std::memory_order_release);
+        }
+      }
+      for (Task& task : left) leftover(std::move(task));
+    }
+  } leave{*s, leftover};
   // Wakes a sleeping helper; may run long after this call returned (a timeout).
   auto finished = std::make_shared<std::atomic<bool>>(false);
   done.addInlineCallback([s, finished](const Future&) {
@@ -88,15 +105,6 @@ bool HelpQueue::helpUntil(const Future& done, std::chrono::nanoseconds timeout,
       s->cv.wait_until(lock, deadline, woken);
     }
   }
-  std::deque<Task> left;
-  {
-    std::lock_guard<std::mutex> lock(s->mu);
-    if (--s->helpers == 0) {
-      left.swap(s->tasks);
-      s->queued.store(false, std::memory_order_release);
-    }
-  }
-  for (Task& task : left) leftover(std::move(task));
   return completed;
 }
 

@@ -35,7 +35,8 @@ class HelpQueue {
 
   // Runs offered tasks on this thread until `done` completes (true) or
   // `timeout` passed (false; nanoseconds::max(): never). Tasks still queued when
-  // the last helper leaves go to `leftover`, which must run them somewhere.
+  // the last helper leaves go to `leftover`, which must run them somewhere (also
+  // when a task throws, against its contract: the exception then propagates).
   bool helpUntil(const Future& done, std::chrono::nanoseconds timeout,
                  const std::function<void(Task&&)>& leftover);
 
