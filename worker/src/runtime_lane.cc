@@ -72,7 +72,8 @@ lane::Poller* RuntimeImpl::lanePoller(std::string& why) {
     return nullptr;
   }
   if (!poller_) {
-    auto poller = std::make_unique<lane::Poller>(lane::spinFromEnvironment(), why);
+    auto poller = std::make_unique<lane::Poller>(lane::spinFromEnvironment(), why,
+                                                 lane::spinFixedByEnvironment());
     if (poller->bellFd() < 0) return nullptr;
     poller_ = std::move(poller);
   }

@@ -25,7 +25,17 @@ std::chrono::microseconds spinFromEnvironment() {
                                      10000000);
 }
 
-Poller::Poller(std::chrono::microseconds spin, std::string& error) : spin_(spin) {
+bool spinFixedByEnvironment() {
+  return std::getenv("RPCJOB_LANE_SPIN_US") != nullptr;
+}
+
+std::chrono::microseconds spinAfterLastFrame(std::chrono::microseconds laneSpin, bool fixed,
+                                             std::chrono::microseconds adaptiveBudget) {
+  return fixed ? laneSpin : std::max(laneSpin, adaptiveBudget);
+}
+
+Poller::Poller(std::chrono::microseconds spin, std::string& error, bool fixed)
+    : spin_(spin), fixed_(fixed) {
   bellToken_ = randomToken();
   bellFile_ = SharedFile::create(bellName(bellToken_), 4096, error);
   if (bellFile_) new (bellFile_->base()) Bell();
@@ -87,7 +97,12 @@ void Poller::stop() {
 void Poller::loop() {
   std::vector<std::shared_ptr<Lane>> lanes;
   uint64_t seen = ~uint64_t{0};
+  // The spin runs from the last frame, or from a wake-up since; the adaptive
+  // budget learns the gaps between frames (a wake-up does not end one).
   auto lastFrame = std::chrono::steady_clock::now();
+  auto spinFrom = lastFrame;
+  auto spin = spin_;  // decided when the frames stopped
+  bool idle = false;  // a turn found nothing since the last frame
   Bell& b = bell();
   while (!stop_.load(std::memory_order_acquire)) {
     if (version_.load(std::memory_order_acquire) != seen) {
@@ -110,10 +125,16 @@ void Poller::loop() {
     }
     if (closedOne) version_.fetch_add(1);
     if (delivered > 0) {
-      lastFrame = std::chrono::steady_clock::now();
+      if (idle && !fixed_) adaptive_.idleEnded(lastFrame);
+      idle = false;
+      lastFrame = spinFrom = std::chrono::steady_clock::now();
       continue;
     }
-    if (std::chrono::steady_clock::now() - lastFrame < spin_) {
+    if (!idle) {
+      idle = true;
+      spin = spinAfterLastFrame(spin_, fixed_, fixed_ ? spin_ : adaptive_.budget());
+    }
+    if (std::chrono::steady_clock::now() - spinFrom < spin) {
       // Yield, not pause: where threads outnumber cores (a 2-core pod: both
       // processes' pollers, the caller's spin, TensorPipe's reactors) a
       // pause-spinning poller held its core until its time slice ended, and
@@ -130,7 +151,10 @@ void Poller::loop() {
       continue;
     }
     sleepOn(b, seq, kIdleWake);
-    lastFrame = std::chrono::steady_clock::now();  // spin again after a wake
+    spinFrom = std::chrono::steady_clock::now();  // spin again after a wake
+    // Idle for four budgets: frames are rare now, the lane's own spin will do
+    // (AdaptiveSpin's rule, before a frame tells it).
+    if (spinFrom - lastFrame >= 4 * spin) spin = spin_;
   }
 }
 

@@ -1,9 +1,10 @@
 #pragma once
 // The thread that reads a runtime's incoming lanes (lane.h): every ring this
 // process consumes, in turn. After its last frame it spins for the spin budget
-// (RPCJOB_LANE_SPIN_US, default 100 us: a call's answer usually comes within
-// it, and waking a sleeping thread costs several microseconds, more on a
-// virtual machine), then announces that it sleeps on its bell (a memfd of its
+// (spinAfterLastFrame: at least 100 us, a call's answer usually comes within
+// it; as long as the runtime's adaptive budget while frames keep coming, since
+// waking a sleeping thread costs 25-55 us on a virtual machine), then
+// announces that it sleeps on its bell (a memfd of its
 // own, which peers map to ring it) and waits on the bell's futex; any
 // producer's frame wakes it. Idle, it costs nothing but that spin after each
 // burst. It also wakes every 100 ms on its own, to drop closed lanes.
@@ -19,12 +20,25 @@
 #include <thread>
 #include <vector>
 
+#include "../spin_wait.h"
 #include "lane.h"
 
 namespace rpcjob::runtime::lane {
 
 // RPCJOB_LANE_SPIN_US, else 100.
 std::chrono::microseconds spinFromEnvironment();
+// Whether RPCJOB_LANE_SPIN_US is set: then it is the spin, fixed.
+bool spinFixedByEnvironment();
+
+// How long the poller spins after its last frame before it sleeps: the lane's
+// own spin, or, unless that is fixed, the runtime's adaptive budget when
+// longer (spin_wait.h's AdaptiveSpin: RPCJOB_SPIN_US, 1 ms with 8 CPUs or more,
+// while the idle gaps stay under four of it). A training step's answers come
+// every few hundred microseconds to a millisecond: with 100 us the poller slept
+// between steps and each answer waited 25-55 us for its wake-up (traced on
+// 2 x H200). Pure.
+std::chrono::microseconds spinAfterLastFrame(std::chrono::microseconds laneSpin, bool fixed,
+                                             std::chrono::microseconds adaptiveBudget);
 
 // Whether the calling thread is a lane poller's (of any runtime): lane frames'
 // handlers run there, so nothing there may wait for a lane's frames.
@@ -33,7 +47,8 @@ bool onAPollerThread();
 class Poller {
  public:
   // The bell's memfd is made now: `error` says why not (no lane then).
-  Poller(std::chrono::microseconds spin, std::string& error);
+  // `fixed`: always `spin` (else spinAfterLastFrame's rule).
+  Poller(std::chrono::microseconds spin, std::string& error, bool fixed = true);
   ~Poller();  // stop()
   Poller(const Poller&) = delete;
   Poller& operator=(const Poller&) = delete;
@@ -55,6 +70,8 @@ class Poller {
   Bell& bell() const;
 
   const std::chrono::microseconds spin_;
+  const bool fixed_;
+  AdaptiveSpin adaptive_;  // the gaps between this poller's frames
   uint64_t bellToken_ = 0;
   std::unique_ptr<SharedFile> bellFile_;
   std::mutex mu_;
