@@ -1,7 +1,8 @@
 // HelpQueue (worker/src/autograd/help_queue.h): work offered while a thread
-// waits runs on that thread; without one it is refused and left to the caller;
-// the waiter returns when its future completes or its timeout passes, and what
-// is still queued then goes to the leftover handler, never lost.
+// helps runs on that thread, also work offered after it registered and before
+// it waits; without a helper it is refused and left to the caller; the helper
+// returns when its future completes or its timeout passes, and what is still
+// queued when it goes is handed to the leftover handler, never lost.
 #include "autograd/help_queue.h"
 
 #include <ATen/core/ivalue.h>
@@ -23,9 +24,11 @@ using runtime::Promise;
 using runtime::autograd::HelpQueue;
 using namespace std::chrono_literals;
 
-const auto kNoLeftovers = [](HelpQueue::Task&&) { ADD_FAILURE() << "a task was left over"; };
+const HelpQueue::Leftover kNoLeftovers = [](HelpQueue::Task&&) {
+  ADD_FAILURE() << "a task was left over";
+};
 
-TEST(HelpQueue, RefusesWorkWhenNoThreadWaitsAndLeavesTheTaskIntact) {
+TEST(HelpQueue, RefusesWorkWhenNoThreadHelpsAndLeavesTheTaskIntact) {
   HelpQueue queue;
   int ran = 0;
   HelpQueue::Task task = [&] { ++ran; };
@@ -35,7 +38,29 @@ TEST(HelpQueue, RefusesWorkWhenNoThreadWaitsAndLeavesTheTaskIntact) {
   EXPECT_EQ(ran, 1);
 }
 
-TEST(HelpQueue, TheWaitingThreadRunsOfferedWorkUntilItsFutureCompletes) {
+// The race a backward pass has: its gradients may come back before the thread
+// that sent them waits. Registered first, it still gets them.
+TEST(HelpQueue, WorkOfferedBeforeTheHelperWaitsRunsOnItWhenItDoes) {
+  HelpQueue queue;
+  Promise promise;
+  std::thread::id ranOn;
+  {
+    HelpQueue::Helper helper(queue, kNoLeftovers);
+    std::thread([&] {
+      HelpQueue::Task task = [&] {
+        ranOn = std::this_thread::get_id();
+        promise.setValue(c10::IValue());
+      };
+      EXPECT_TRUE(queue.offer(std::move(task)));
+    }).join();
+    EXPECT_TRUE(helper.helpUntil(promise.future(), 10s));
+  }
+  EXPECT_EQ(ranOn, std::this_thread::get_id());
+  HelpQueue::Task late = [] {};
+  EXPECT_FALSE(queue.offer(std::move(late))) << "the helper is gone";
+}
+
+TEST(HelpQueue, TheHelperRunsOfferedWorkUntilItsFutureCompletes) {
   HelpQueue queue;
   Promise promise;
   std::mutex mu;
@@ -44,25 +69,22 @@ TEST(HelpQueue, TheWaitingThreadRunsOfferedWorkUntilItsFutureCompletes) {
     std::lock_guard<std::mutex> lock(mu);
     return ranOn.size();
   };
-  std::atomic<bool> helping{false};
+  std::atomic<bool> registered{false};
   std::thread::id waiter;
   std::thread waiting([&] {
     waiter = std::this_thread::get_id();
-    helping = true;
-    EXPECT_TRUE(queue.helpUntil(promise.future(), 10s, kNoLeftovers));
+    HelpQueue::Helper helper(queue, kNoLeftovers);
+    registered = true;
+    EXPECT_TRUE(helper.helpUntil(promise.future(), 10s));
   });
-  while (!helping) std::this_thread::yield();
-  // The waiter registers inside helpUntil: offer until it is there.
+  while (!registered) std::this_thread::yield();
   for (int i = 0; i < 3; ++i) {
     HelpQueue::Task task = [&] {
       std::lock_guard<std::mutex> lock(mu);
       ranOn.push_back(std::this_thread::get_id());
     };
-    const auto until = std::chrono::steady_clock::now() + 5s;
-    while (!queue.offer(std::move(task)) && std::chrono::steady_clock::now() < until) {
-      std::this_thread::yield();
-    }
-    // Spaced out, so the waiter also sleeps between them (past its spin budget).
+    EXPECT_TRUE(queue.offer(std::move(task)));
+    // Spaced out, so the helper also sleeps between them (past its spin budget).
     std::this_thread::sleep_for(i == 1 ? 20ms : 1ms);
   }
   const auto until = std::chrono::steady_clock::now() + 5s;
@@ -71,45 +93,45 @@ TEST(HelpQueue, TheWaitingThreadRunsOfferedWorkUntilItsFutureCompletes) {
   waiting.join();
   ASSERT_EQ(ranOn.size(), 3u);
   for (const auto& id : ranOn) EXPECT_EQ(id, waiter);
-  // Nobody waits any more: refused again.
-  HelpQueue::Task late = [] {};
-  EXPECT_FALSE(queue.offer(std::move(late)));
 }
 
 TEST(HelpQueue, ACompletedFutureEndsTheWaitAtOnceAndATimeoutSaysFalse) {
   HelpQueue queue;
+  HelpQueue::Helper helper(queue, kNoLeftovers);
   Promise done;
   done.setValue(c10::IValue());
-  EXPECT_TRUE(queue.helpUntil(done.future(), 10s, kNoLeftovers));
+  EXPECT_TRUE(helper.helpUntil(done.future(), 10s));
 
   Promise never;
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_FALSE(queue.helpUntil(never.future(), 30ms, kNoLeftovers));
+  EXPECT_FALSE(helper.helpUntil(never.future(), 30ms));
   const auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_GE(waited, 30ms);
   EXPECT_LT(waited, 5s);
   never.setValue(c10::IValue());  // its wake-up outlives the wait: harmless
 }
 
-TEST(HelpQueue, WorkStillQueuedWhenTheWaiterLeavesGoesToTheLeftoverHandler) {
+// The first task holds the helper while its future completes and more are
+// queued behind it: the helper returns, and its going hands them on.
+TEST(HelpQueue, WorkStillQueuedWhenTheHelperGoesGoesToTheLeftoverHandler) {
   HelpQueue queue;
   Promise promise;
-  std::atomic<int> ranByWaiter{0};
+  std::atomic<int> ranByHelper{0};
   std::vector<HelpQueue::Task> leftovers;
-  std::atomic<bool> blocked{false};
-  std::atomic<bool> release{false};
+  std::atomic<bool> registered{false}, blocked{false}, release{false};
   std::thread waiting([&] {
-    queue.helpUntil(promise.future(), 10s,
-                    [&](HelpQueue::Task&& task) { leftovers.push_back(std::move(task)); });
+    HelpQueue::Helper helper(queue,
+                             [&](HelpQueue::Task&& task) { leftovers.push_back(std::move(task)); });
+    registered = true;
+    helper.helpUntil(promise.future(), 10s);
   });
-  // The first task holds the waiter while the future completes and two more
-  // are queued behind it: the waiter sees its future done and leaves them.
+  while (!registered) std::this_thread::yield();
   HelpQueue::Task first = [&] {
     blocked = true;
     while (!release) std::this_thread::yield();
-    ++ranByWaiter;
+    ++ranByHelper;
   };
-  while (!queue.offer(std::move(first))) std::this_thread::yield();
+  EXPECT_TRUE(queue.offer(std::move(first)));
   while (!blocked) std::this_thread::yield();
   int ranLater = 0;
   for (int i = 0; i < 2; ++i) {
@@ -119,35 +141,36 @@ TEST(HelpQueue, WorkStillQueuedWhenTheWaiterLeavesGoesToTheLeftoverHandler) {
   promise.setValue(c10::IValue());
   release = true;
   waiting.join();
-  EXPECT_EQ(ranByWaiter, 1);
+  EXPECT_EQ(ranByHelper, 1);
   ASSERT_EQ(leftovers.size(), 2u);
   for (auto& task : leftovers) task();
   EXPECT_EQ(ranLater, 2);
 }
 
-// A task must not throw; one that does still leaves the queue usable and hands
-// what was queued behind it to the leftover handler.
+// A task must not throw; one that does leaves through helpUntil, and what was
+// queued behind it still goes to the leftover handler.
 TEST(HelpQueue, ATaskThatThrowsLeavesNothingQueuedBehind) {
   HelpQueue queue;
   Promise promise;
   std::vector<HelpQueue::Task> leftovers;
-  std::atomic<bool> blocked{false};
-  std::atomic<bool> release{false};
-  std::atomic<bool> threw{false};
+  std::atomic<bool> registered{false}, blocked{false}, release{false}, threw{false};
   std::thread waiting([&] {
     try {
-      queue.helpUntil(promise.future(), 10s,
-                      [&](HelpQueue::Task&& task) { leftovers.push_back(std::move(task)); });
+      HelpQueue::Helper helper(
+          queue, [&](HelpQueue::Task&& task) { leftovers.push_back(std::move(task)); });
+      registered = true;
+      helper.helpUntil(promise.future(), 10s);
     } catch (const std::runtime_error&) {
       threw = true;
     }
   });
+  while (!registered) std::this_thread::yield();
   HelpQueue::Task first = [&] {
     blocked = true;
     while (!release) std::this_thread::yield();
     throw std::runtime_error("broke its promise");
   };
-  while (!queue.offer(std::move(first))) std::this_thread::yield();
+  EXPECT_TRUE(queue.offer(std::move(first)));
   while (!blocked) std::this_thread::yield();
   int ranLater = 0;
   HelpQueue::Task behind = [&] { ++ranLater; };

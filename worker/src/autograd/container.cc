@@ -323,14 +323,13 @@ Future Container::propagate(const std::shared_ptr<ContextState>& ctx,
   return whenAll(sent, /*failFast=*/true);
 }
 
-bool Container::waitHelping(ContextState& ctx, const Future& done,
-                            std::chrono::nanoseconds timeout) {
-  return ctx.help().helpUntil(done, timeout, [this](HelpQueue::Task&& task) {
+HelpQueue::Leftover Container::toPool() {
+  return [this](HelpQueue::Task&& task) {
     // Left when the pass ended (a failure elsewhere, a timeout): it still
     // answers its caller, from the pool, or here when the pool is gone.
     HelpQueue::Task copy = task;
     if (!runtime_.pool()->submit(std::move(task))) copy();
-  });
+  };
 }
 
 Future Container::gradientsCall(std::vector<c10::IValue> args) {

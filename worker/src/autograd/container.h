@@ -99,10 +99,9 @@ class Container {
   // Backward from `roots` with `grads` (one per root) in context `ctx`.
   Future propagate(const std::shared_ptr<ContextState>& ctx,
                    const torch::autograd::edge_list& roots, torch::autograd::variable_list grads);
-  // Waits for `done` (a propagate's) up to `timeout` (nanoseconds::max():
-  // without end), running the gradient work of `ctx` that arrives meanwhile on
-  // this thread (help_queue.h); false when it timed out.
-  bool waitHelping(ContextState& ctx, const Future& done, std::chrono::nanoseconds timeout);
+  // Where gradient work goes that a thread waiting in a backward pass left
+  // (help_queue.h): the pool, or the calling thread when the pool is gone.
+  HelpQueue::Leftover toPool();
 
   std::vector<Builtin> builtins();
   OptimizerHost& optimizers() { return optimizers_; }

@@ -89,15 +89,18 @@ void backward(Runtime& runtime, ContextId id, const std::vector<at::Tensor>& roo
   }
   std::exception_ptr error;
   try {
+    // This thread runs the gradients that come back to this worker's part of
+    // the graph while it waits (help_queue.h): a helper before anything is sent,
+    // so that none comes back before it.
+    autograd::HelpQueue::Helper helper(ctx->help(), container.toPool());
     Future done = container.propagate(ctx, edges, std::move(grads));
     // The calls carry the timeout, per hop, and name the worker that did not
-    // answer; this wait is only a backstop behind them. Meanwhile this thread
-    // runs the gradients that come back to this worker's part of the graph.
+    // answer; this wait is only a backstop behind them.
     auto timeout = runtime.impl().options().defaultTimeout;
     const auto limit = timeout.count() > 0
                            ? std::chrono::nanoseconds(timeout + std::chrono::seconds(1))
                            : std::chrono::nanoseconds::max();
-    if (!container.waitHelping(*ctx, done, limit)) {
+    if (!helper.helpUntil(done, limit)) {
       throw RpcError(ErrorCode::kTimeout, self, "distributed backward timed out");
     }
     error = done.error();

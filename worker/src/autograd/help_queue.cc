@@ -42,31 +42,27 @@ bool HelpQueue::offer(Task&& task) {
   return true;
 }
 
-bool HelpQueue::helpUntil(const Future& done, std::chrono::nanoseconds timeout,
-                          const std::function<void(Task&&)>& leftover) {
+HelpQueue::Helper::Helper(HelpQueue& queue, Leftover leftover)
+    : shared_(queue.shared_), leftover_(std::move(leftover)) {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  ++shared_->helpers;
+}
+
+HelpQueue::Helper::~Helper() {
+  std::deque<Task> left;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    if (--shared_->helpers == 0) {
+      left.swap(shared_->tasks);
+      shared_->queued.store(false, std::memory_order_release);
+    }
+  }
+  for (Task& task : left) leftover_(std::move(task));
+}
+
+bool HelpQueue::Helper::helpUntil(const Future& done, std::chrono::nanoseconds timeout) {
   using Clock = std::chrono::steady_clock;
   const std::shared_ptr<Shared> s = shared_;
-  {
-    std::lock_guard<std::mutex> lock(s->mu);
-    ++s->helpers;
-  }
-  // However this call ends (a task that broke its promise and threw, too), the
-  // last helper to leave hands on what is queued: no offered task is lost.
-  struct Leave {
-    Shared& s;
-    const std::function<void(Task&&)>& leftover;
-    ~Leave() {
-      std::deque<Task> left;
-      {
-        std::lock_guard<std::mutex> lock(s.mu);
-        if (--s.helpers == 0) {
-          left.swap(s.tasks);
-          s.queued.store(false, std::memory_order_release);
-        }
-      }
-      for (Task& task : left) leftover(std::move(task));
-    }
-  } leave{*s, leftover};
   // Wakes a sleeping helper; may run long after this call returned (a timeout).
   auto finished = std::make_shared<std::atomic<bool>>(false);
   done.addInlineCallback([s, finished](const Future&) {
@@ -83,17 +79,13 @@ bool HelpQueue::helpUntil(const Future& done, std::chrono::nanoseconds timeout,
   const auto moved = [&] {
     return finished->load(std::memory_order_acquire) || s->queued.load(std::memory_order_acquire);
   };
-  bool completed = false;
   for (;;) {
-    if (finished->load(std::memory_order_acquire)) {
-      completed = true;
-      break;
-    }
+    if (finished->load(std::memory_order_acquire)) return true;
     if (Task task = s->take()) {
       task();
       continue;
     }
-    if (Clock::now() >= deadline) break;
+    if (Clock::now() >= deadline) return false;
     if (spinUntil(moved)) continue;
     std::unique_lock<std::mutex> lock(s->mu);
     const auto woken = [&] {
@@ -105,7 +97,6 @@ bool HelpQueue::helpUntil(const Future& done, std::chrono::nanoseconds timeout,
       s->cv.wait_until(lock, deadline, woken);
     }
   }
-  return completed;
 }
 
 }  // namespace rpcjob::runtime::autograd

@@ -23,25 +23,41 @@
 namespace rpcjob::runtime::autograd {
 
 class HelpQueue {
+  struct Shared;
+
  public:
   // Must not throw: it reports its own errors (a peer waits for its answer).
   using Task = std::function<void()>;
+  using Leftover = std::function<void(Task&&)>;
 
   HelpQueue();
 
-  // Queues `task` for a thread in helpUntil() and returns true; false, with
-  // `task` left as it was, when no thread is there (run it elsewhere).
+  // A thread that helps: offers are queued for it from its construction on, so
+  // that work arriving before it waits is not missed (make it before sending
+  // what brings the work back). When the last helper goes, tasks still queued go
+  // to `leftover`, which must run them somewhere (also when a task throws,
+  // against its contract, out of helpUntil).
+  class Helper {
+   public:
+    Helper(HelpQueue& queue, Leftover leftover);
+    ~Helper();
+    Helper(const Helper&) = delete;
+    Helper& operator=(const Helper&) = delete;
+
+    // Runs offered tasks on this thread until `done` completes (true) or
+    // `timeout` passed (false; nanoseconds::max(): never).
+    bool helpUntil(const Future& done, std::chrono::nanoseconds timeout);
+
+   private:
+    std::shared_ptr<Shared> shared_;
+    Leftover leftover_;
+  };
+
+  // Queues `task` for a helper and returns true; false, with `task` left as it
+  // was, when there is none (run it elsewhere).
   bool offer(Task&& task);
 
-  // Runs offered tasks on this thread until `done` completes (true) or
-  // `timeout` passed (false; nanoseconds::max(): never). Tasks still queued when
-  // the last helper leaves go to `leftover`, which must run them somewhere (also
-  // when a task throws, against its contract: the exception then propagates).
-  bool helpUntil(const Future& done, std::chrono::nanoseconds timeout,
-                 const std::function<void(Task&&)>& leftover);
-
  private:
-  struct Shared;
   std::shared_ptr<Shared> shared_;  // also held by the wake-ups of done futures
 };
 
