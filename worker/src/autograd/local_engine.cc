@@ -16,6 +16,7 @@
 
 #include <cstdlib>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <queue>
 #include <stdexcept>
@@ -59,6 +60,11 @@ class Pass {
   // than every output, which cannot lead to one), their dependency counts,
   // what runs and what is captured.
   Pass(const ta::edge_list& roots, const ta::edge_list& outputs) : roots_(roots) {
+    // Node::topological_nr() writes the node (it marks it as having a parent):
+    // passes that share nodes (a gradient message on each of two threads) must
+    // not build at once. Only the build: the nodes then run without it.
+    static std::mutex buildMu;
+    std::lock_guard<std::mutex> build(buildMu);
     uint64_t minTopo = std::numeric_limits<uint64_t>::max();
     for (const auto& e : outputs) {
       if (e.function) minTopo = std::min<uint64_t>(minTopo, e.function->topological_nr());
