@@ -56,8 +56,11 @@ std::chrono::microseconds spinBudget();
 class AdaptiveSpin {
  public:
   std::chrono::microseconds budget() const {
+    return budgetAfterGap(std::chrono::nanoseconds(lastGapNs_.load(std::memory_order_relaxed)));
+  }
+  // The same rule for an idle gap of `gap` (one still going on, too).
+  static std::chrono::microseconds budgetAfterGap(std::chrono::nanoseconds gap) {
     const auto full = spinBudget();
-    const auto gap = std::chrono::nanoseconds(lastGapNs_.load(std::memory_order_relaxed));
     return gap < 4 * full ? full : std::min(full, kShortSpin);
   }
   // A thread that went idle at `since` has work again now.

@@ -132,7 +132,7 @@ void Poller::loop() {
     }
     if (!idle) {
       idle = true;
-      spin = spinAfterLastFrame(spin_, fixed_, fixed_ ? spin_ : adaptive_.budget());
+      spin = spinAfterLastFrame(spin_, fixed_, adaptive_.budget());
     }
     if (std::chrono::steady_clock::now() - spinFrom < spin) {
       // Yield, not pause: where threads outnumber cores (a 2-core pod: both
@@ -152,9 +152,10 @@ void Poller::loop() {
     }
     sleepOn(b, seq, kIdleWake);
     spinFrom = std::chrono::steady_clock::now();  // spin again after a wake
-    // Idle for four budgets: frames are rare now, the lane's own spin will do
-    // (AdaptiveSpin's rule, before a frame tells it).
-    if (spinFrom - lastFrame >= 4 * spin) spin = spin_;
+    // Idle this long already: AdaptiveSpin's rule for the gap so far may say
+    // frames are rare now (never lengthening the spin decided at the last frame).
+    spin = std::min(spin, spinAfterLastFrame(spin_, fixed_,
+                                             AdaptiveSpin::budgetAfterGap(spinFrom - lastFrame)));
   }
 }
 
