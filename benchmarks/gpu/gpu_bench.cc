@@ -151,11 +151,6 @@ std::vector<double> recipe(runtime::Runtime& rt, bool cpuMode, int blocks = 1) {
   return totals;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // "0.0081, 0.0090" (seconds, as the JSON's other times).
 std::string list(const std::vector<double>& v) {
   std::string out;
@@ -240,7 +235,9 @@ int main(int, char** argv) {
     const char* blocksEnv = std::getenv("RPCJOB_BENCH_RECIPE_BLOCKS");
     const int blocks = std::max(1, blocksEnv != nullptr ? std::atoi(blocksEnv) : 7);
     recipeCudaBlocks = recipe(rt, /*cpuMode=*/false, blocks);
-    recipeCuda = median(recipeCudaBlocks);
+    std::vector<double> sorted = recipeCudaBlocks;  // the JSON keeps them in order
+    std::sort(sorted.begin(), sorted.end());
+    recipeCuda = pct(sorted, 0.5);
     // RPCJOB_BENCH_RECIPE_REPEAT=N: N more CUDA recipes, each total on stderr: a steady
     // phase long enough to profile (benchmarks/profile/recipe-threads.sh).
     if (const char* repeat = std::getenv("RPCJOB_BENCH_RECIPE_REPEAT")) {
