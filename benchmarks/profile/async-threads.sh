@@ -11,11 +11,7 @@
 # spinning thread's and that hardly yields is the one that bounds the rate.
 set -uo pipefail
 d=$1 seconds=${2:-4}
-OUT=${OUT:-$PWD/perf-out}
-mkdir -p "$OUT"
-perf=${PERF:-$PWD/build-perf/perf}
-[[ -x $perf ]] || perf=$(command -v perf)
-[[ -d $PWD/build-perf/lib ]] && export LD_LIBRARY_PATH=$PWD/build-perf/lib:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/perf-env.sh"  # $OUT, $perf, perf_events
 p0=$((20000 + RANDOM % 20000))
 peers="bench0@127.0.0.1:$p0,bench1@127.0.0.1:$((p0 + 1))"
 RPCJOB_PEERS=$peers RPCJOB_WORKER_NAME=bench1 "$d/rpcjob-worker" serve --deadline-s 120 \
@@ -32,8 +28,7 @@ RPCJOB_PEERS=$peers RPCJOB_WORKER_NAME=bench0 RPCJOB_BENCH_ASYNC_ROUNDS=$rounds 
   "${quick[@]}" >"$OUT/async-threads.json" 2>"$OUT/async-threads.err" &
 caller=$!
 sleep "${START:-2}"  # start-up and the small calls are over by then
-events=cycles
-"$perf" stat -x, -e cycles -- true 2>&1 | grep -q "not supported" && events=cpu-clock
+events=$(perf_events)
 data=/tmp/perf-async-threads.data
 # Per thread: how often it slept or woke another (futex), yielded, was switched out.
 "$perf" stat -e syscalls:sys_enter_futex,syscalls:sys_enter_sched_yield,context-switches \

@@ -7,11 +7,7 @@
 # for a run's children: those started during the delay are never sampled.)
 set -uo pipefail
 name=$1 seconds=$2 pattern=$3
-OUT=${OUT:-$PWD/perf-out}
-mkdir -p "$OUT"
-perf=${PERF:-$PWD/build-perf/perf}
-[[ -x $perf ]] || perf=$(command -v perf)
-[[ -d $PWD/build-perf/lib ]] && export LD_LIBRARY_PATH=$PWD/build-perf/lib:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/perf-env.sh"  # $OUT, $perf, perf_events
 pids=$(pgrep -f "$pattern" | paste -sd, -)
 [[ -n $pids ]] || { echo "perf-attach: no process matches '$pattern'" >&2; exit 1; }
 data=/tmp/perf-$name.data

@@ -6,11 +6,7 @@
 set -uo pipefail
 name=$1
 shift
-OUT=${OUT:-$PWD/perf-out}
-mkdir -p "$OUT"
-perf=${PERF:-$PWD/build-perf/perf}
-[[ -x $perf ]] || perf=$(command -v perf)
-[[ -d $PWD/build-perf/lib ]] && export LD_LIBRARY_PATH=$PWD/build-perf/lib:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/perf-env.sh"  # $OUT, $perf, perf_events
 data=/tmp/perf-$name.data
 "$perf" record -q -F 4000 -g -o "$data" -- "$@" >"$OUT/$name.out" 2>&1
 rc=$?

@@ -12,11 +12,7 @@
 # symbols here).
 set -uo pipefail
 bench=$1 seconds=${2:-4}
-OUT=${OUT:-$PWD/perf-out}
-mkdir -p "$OUT"
-perf=${PERF:-$PWD/build-perf/perf}
-[[ -x $perf ]] || perf=$(command -v perf)
-[[ -d $PWD/build-perf/lib ]] && export LD_LIBRARY_PATH=$PWD/build-perf/lib:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/perf-env.sh"  # $OUT, $perf, perf_events
 RPCJOB_BENCH_ONLY=recipe RPCJOB_BENCH_RECIPE_REPEAT=${REPEAT:-3000} "$bench" \
   >"$OUT/recipe-threads.json" 2>"$OUT/recipe-threads.err" &
 driver=$!
@@ -25,8 +21,7 @@ sleep "${START:-8}"
 # and perf refuses a list with a pid gone).
 pids=$(echo "$driver" $(pgrep -P "$driver") | tr ' ' ',')
 [[ -n $pids ]] || { echo "recipe-threads: no process of $bench" >&2; exit 1; }
-events=cycles
-"$perf" stat -x, -e cycles -- true 2>&1 | grep -q "not supported" && events=cpu-clock
+events=$(perf_events)
 data=/tmp/perf-recipe-threads.data
 # perf's own complaints (no permission for perf events here, a pid gone) are kept.
 "$perf" stat -e syscalls:sys_enter_futex,context-switches --per-thread -p "$pids" \
