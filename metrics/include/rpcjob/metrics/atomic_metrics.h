@@ -79,14 +79,10 @@ class AtomicHistogram {
     while (index < size_ && nanos > bounds_[index]) {
       ++index;
     }
-    unsigned shard = 0;
-    bool owned = false;
-    if (shards_ > 1) {
-      shard = thread_shard::index();
-      owned = shard < thread_shard::kOwnedShards;
-    }
-    thread_shard::add(counter(shard, index), 1, owned);
-    thread_shard::add(counter(shard, size_ + 1), nanos, owned);
+    // One shard: the first, shared by every thread.
+    const thread_shard::Mine shard = shards_ > 1 ? thread_shard::mine() : thread_shard::Mine{0};
+    thread_shard::add(counter(shard.index, index), 1, shard.owned);
+    thread_shard::add(counter(shard.index, size_ + 1), nanos, shard.owned);
   }
 
   // Observations so far (the sum of the buckets). Acquire loads: what a writer
@@ -133,8 +129,8 @@ class InFlightGauge {
  public:
   InFlightGauge();
   void started() noexcept {
-    const unsigned shard = thread_shard::index();
-    thread_shard::add(started_[shard].value, 1, shard < thread_shard::kOwnedShards);
+    const thread_shard::Mine shard = thread_shard::mine();
+    thread_shard::add(started_[shard.index].value, 1, shard.owned);
   }
   // `histogram` times calls of this gauge from now on; it must outlive the gauge.
   void countFinishedIn(const AtomicHistogram& histogram);

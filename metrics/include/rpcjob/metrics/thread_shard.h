@@ -27,6 +27,16 @@ inline constexpr unsigned kShards = kOwnedShards + 1;
 // kOwnedShards. Lock-free after a thread's first call (which takes a mutex).
 unsigned index() noexcept;
 
+// This thread's shard and whether it owns it (add()'s `owned`).
+struct Mine {
+  unsigned index = kOwnedShards;
+  bool owned = false;
+};
+inline Mine mine() noexcept {
+  const unsigned i = index();
+  return {i, i < kOwnedShards};
+}
+
 // Adds `n` to a shard's value: a plain read and write where this thread owns
 // the shard (no other thread writes it), a fetch_add on the shared one.
 inline void add(std::atomic<std::uint64_t>& value, std::uint64_t n, bool owned) noexcept {
