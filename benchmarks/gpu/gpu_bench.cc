@@ -11,6 +11,7 @@
 // =400mb that round trip alone (with its bound): a phase of its own to trace
 // (RPCJOB_TRACE, benchmarks/profile/trace_timeline.py --between call.send).
 #include <ATen/Parallel.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <unistd.h>
@@ -58,9 +59,14 @@ std::vector<double> roundTrips(runtime::Runtime& rt, const at::Tensor& x, int wa
 
 // The hardware's bound for the same round trip: cudaMemcpyPeerAsync cuda:0 -> cuda:peer
 // -> cuda:0 in this process (peer 0 on a one-GPU machine: two device-to-device
-// copies), one stream, host waits at the end. Measured last: it enables peer access
-// in this process, which the RPC measurements must not have.
-std::vector<double> rawRoundTrips(const at::Tensor& x, int peer, int warmup, int n) {
+// copies), host waits at the end. Measured last: it enables peer access in this
+// process, which the RPC measurements must not have. Each copy is issued on a
+// stream of device `firstOn` / `secondOn` (an event orders the second after the
+// first when they differ): (0, 0) is the bound the share is of; (peer, 0) pulls
+// both ways, as cuda_nvlink's receiver does; (0, peer) pushes both ways. The
+// GPU that issues a peer copy drives it, and a pull may not match a push.
+std::vector<double> rawRoundTrips(const at::Tensor& x, int peer, int warmup, int n, int firstOn = 0,
+                                  int secondOn = 0) {
   if (peer != 0) {
     for (int from : {0, peer}) {
       c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(from));
@@ -69,13 +75,23 @@ std::vector<double> rawRoundTrips(const at::Tensor& x, int peer, int warmup, int
   }
   at::Tensor there = at::empty_like(x, x.options().device(at::kCUDA, peer));
   at::Tensor back = at::empty_like(x);
-  auto stream = c10::cuda::getStreamFromPool(false, 0);
+  // One stream when both copies go on the same device: two pool streams of it would
+  // run the copies at once.
+  auto first = c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(firstOn));
+  auto second = firstOn == secondOn
+                    ? first
+                    : c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(secondOn));
+  at::cuda::CUDAEvent between;
   std::vector<double> out;
   for (int i = 0; i < warmup + n; ++i) {
     auto t0 = Clock::now();
-    cudaMemcpyPeerAsync(there.data_ptr(), peer, x.data_ptr(), 0, x.nbytes(), stream);
-    cudaMemcpyPeerAsync(back.data_ptr(), 0, there.data_ptr(), peer, x.nbytes(), stream);
-    stream.synchronize();
+    cudaMemcpyPeerAsync(there.data_ptr(), peer, x.data_ptr(), 0, x.nbytes(), first);
+    if (firstOn != secondOn) {
+      between.record(first);
+      between.block(second);
+    }
+    cudaMemcpyPeerAsync(back.data_ptr(), 0, there.data_ptr(), peer, x.nbytes(), second);
+    second.synchronize();
     if (i >= warmup) out.push_back(seconds(Clock::now() - t0));
   }
   std::sort(out.begin(), out.end());
@@ -211,7 +227,11 @@ int main(int, char** argv) {
   c10::cuda::device_synchronize();  // set-up only, outside every measurement
   auto s = want("small") ? roundTrips(rt, small, 200, 3000) : std::vector<double>{0};
   auto r4 = want("4mb") ? roundTrips(rt, mb4, 20, 200) : std::vector<double>{0};
-  auto r400 = want("400mb") ? roundTrips(rt, mb400, 5, 40) : std::vector<double>{1};
+  // RPCJOB_BENCH_400MB_ROUNDS=N: N round trips of 400 MB instead of 40, a steady phase
+  // long enough to profile (benchmarks/profile/gpu-bench-threads.sh).
+  const char* rounds400 = std::getenv("RPCJOB_BENCH_400MB_ROUNDS");
+  const int n400 = rounds400 != nullptr && std::atoi(rounds400) > 0 ? std::atoi(rounds400) : 40;
+  auto r400 = want("400mb") ? roundTrips(rt, mb400, 5, n400) : std::vector<double>{1};
   double split = 0, recipeCpu = 0, recipeCuda = 0;
   std::vector<double> recipeCudaBlocks;
   if (want("recipe")) {
@@ -248,18 +268,24 @@ int main(int, char** argv) {
   }
   auto raw4 = want("4mb") ? rawRoundTrips(mb4, peer, 20, 200) : std::vector<double>{1};
   auto raw400 = want("400mb") ? rawRoundTrips(mb400, peer, 3, 20) : std::vector<double>{1};
+  // Two GPUs: the same copies pulled both ways, and pushed both ways (0 on one GPU).
+  const bool ways = want("400mb") && peer != 0;
+  auto pull400 = ways ? rawRoundTrips(mb400, peer, 3, 20, peer, 0) : std::vector<double>{0};
+  auto push400 = ways ? rawRoundTrips(mb400, peer, 3, 20, 0, peer) : std::vector<double>{0};
   std::printf(
       "{\"impl\": \"rpcjob\", \"devices\": \"cuda:0->%s\", \"channel\": \"%s\", \"small_p50_us\": "
       "%.1f, \"small_p99_us\": %.1f, "
       "\"rt4mb_ms\": %.4f, \"rt400mb_ms\": %.3f, \"rt400mb_gbs\": %.1f, \"rt400mb_p10_p90_ms\": "
       "[%.3f, %.3f], \"raw_rt4mb_ms\": %.4f, \"raw_rt400mb_ms\": %.3f, \"raw_rt400mb_gbs\": %.1f, "
-      "\"model_split_s\": %.4f, \"recipe_cpu_rpc_s\": %.4f, \"recipe_cuda_rpc_s\": %.4f, "
+      "\"raw_pull_rt400mb_ms\": %.3f, \"raw_push_rt400mb_ms\": %.3f, \"model_split_s\": %.4f, "
+      "\"recipe_cpu_rpc_s\": %.4f, \"recipe_cuda_rpc_s\": %.4f, "
       "\"recipe_cuda_rpc_blocks_s\": [%s], \"intra_op_threads\": %d}\n",
       remote.c_str(), pair.channelFor("cuda:0", remote).c_str(), pct(s, 0.5) * 1e6,
       pct(s, 0.99) * 1e6, pct(r4, 0.5) * 1e3, pct(r400, 0.5) * 1e3,
       2 * 400e6 / 1e9 / pct(r400, 0.5), pct(r400, 0.1) * 1e3, pct(r400, 0.9) * 1e3,
-      pct(raw4, 0.5) * 1e3, pct(raw400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(raw400, 0.5), split,
-      recipeCpu, recipeCuda, list(recipeCudaBlocks).c_str(), at::get_num_threads());
+      pct(raw4, 0.5) * 1e3, pct(raw400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(raw400, 0.5),
+      pct(pull400, 0.5) * 1e3, pct(push400, 0.5) * 1e3, split, recipeCpu, recipeCuda,
+      list(recipeCudaBlocks).c_str(), at::get_num_threads());
   std::fflush(stdout);
   return 0;
 }

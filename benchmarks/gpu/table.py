@@ -49,6 +49,12 @@ if raw:
             return f"{100 * bound / r[key]:.1f} %" if bound and r.get(key) else "n/a"
         print(f"| {r['impl']} | {r['channel']} | {share('rt4mb_ms', raw.get('raw_rt4mb_ms'))} "
               f"| {share('rt400mb_ms', raw['raw_rt400mb_ms'])} |")
+    # Two GPUs: the same two copies, each issued by the GPU it lands on (a pull, as
+    # cuda_nvlink's receiver copies) or by the one it leaves (a push).
+    if raw.get("raw_pull_rt400mb_ms"):
+        print(f"\nThe same 400 MB copies pulled both ways (each on a stream of the GPU it lands on, an "
+              f"event between): {raw['raw_pull_rt400mb_ms']} ms; pushed both ways: "
+              f"{raw.get('raw_push_rt400mb_ms', 'n/a')} ms.")
 # CPU: rpcjob-bench --json and PyTorch's RPC (torch_rpc_bench.py's cpu_* figures), same run,
 # beside issue 22's targets; the 4 MB and 400 MB bounds are rpcjob-bench's memcpy measurements
 # (same run), "TensorPipe alone" its run of rpcjob-tp-floor (benchmarks/floor/, same run, tp_* keys).

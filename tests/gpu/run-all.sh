@@ -8,7 +8,7 @@
 # the CPU rpcjob-bench --json.
 # Usage, from the repository root, with .gpudeps carried (made by
 # EXTRA="libtensorpipe-dev libnop-dev" ../shared/tools/gpu-deps.sh):
-#   tests/gpu/run-all.sh [build|test|e2e|topology|pod|seeds|bench|all|metrics|trace|profile]...
+#   tests/gpu/run-all.sh [build|test|e2e|topology|pod|seeds|bench|all|metrics|trace|profile|rt400|placement]...
 # (seeds: the seed programs examples/model-split and examples/resnet-pipeline built
 #  against an install of this build and run on their CUDA manifests with `rpcjob
 #  run`, then the pipeline tutorial's own PyTorch program: $OUT/seeds_table.md)
@@ -437,6 +437,33 @@ if [[ $stages == *" trace "* ]]; then
   done
 fi
 
+# Not part of `all`: the 400 MB CUDA round trip alone (issue 20), RT400_RUNS fresh runs
+# (default 3) per entry of VARIANTS (environment assignments joined by commas, "default"
+# for none; alternating), each beside the bound measured in the same process: the
+# copies on one stream of cuda:0, pulled both ways, and pushed both ways.
+if [[ $stages == *" rt400 "* ]]; then
+  for round in $(seq 1 "${RT400_RUNS:-3}"); do
+    for v in ${VARIANTS:-default}; do
+      env=()
+      [[ $v != default ]] && IFS=',' read -r -a env <<<"$v"
+      line=$(env "${env[@]}" RPCJOB_BENCH_ONLY=400mb timeout 120 $B/tests/gpu/rpcjob-gpu-bench \
+        2>>"$L/rt400.err")
+      field() { grep -o "\"$1\": [0-9.]*" <<<"$line" | awk '{print $2}'; }
+      ours=$(field rt400mb_ms) bound=$(field raw_rt400mb_ms)
+      say "400 MB, $v, run $round: ours $ours ms ($(awk -v o="$ours" -v b="$bound" \
+        'BEGIN { if (o > 0) printf "%.1f", 100 * b / o }') % of the bound $bound ms;" \
+        "pulled both ways $(field raw_pull_rt400mb_ms), pushed $(field raw_push_rt400mb_ms))"
+    done
+  done
+fi
+
+# Not part of `all`: whether where the CPU bench's two processes run decides its async
+# rate (issue 22): benchmarks/profile/async-placement.sh, PLACEMENT_RUNS rounds (default 3).
+if [[ $stages == *" placement "* ]]; then
+  OUT=$OUT timeout 300 bash benchmarks/profile/async-placement.sh $B/worker "${PLACEMENT_RUNS:-3}" \
+    2>"$L/placement.err" | tail -n +1 >>"$S"
+fi
+
 # Not part of `all` (about 3 minutes): the metrics overhead in the same two processes,
 # every recorder switched, then one at a time (what each costs; rpcjob-bench --recorders).
 if [[ $stages == *" metrics "* ]]; then
@@ -449,13 +476,15 @@ if [[ $stages == *" metrics "* ]]; then
 fi
 
 # Not part of `all`: where the recipe's host time goes (issue 20). SPINS (a list of
-# RPCJOB_SPIN_US values, "default" for none) times the recipe alone, three fresh runs
-# each, alternating; then benchmarks/profile/recipe-threads.sh samples every thread
-# of both processes while the recipe repeats ($OUT/recipe-threads.txt; carry
-# build-perf for a perf of its own).
+# RPCJOB_SPIN_US values, "default" for none; "none" leaves this out) times the recipe
+# alone, three fresh runs each, alternating; then benchmarks/profile/gpu-bench-threads.sh
+# samples every thread of both processes while each of PROFILE_PARTS (default recipe;
+# 400mb: the 400 MB round trip) repeats ($OUT/PART-threads.txt; carry build-perf for a
+# perf of its own).
 if [[ $stages == *" profile "* ]]; then
   for round in 1 2 3; do
     for spin in ${SPINS:-default}; do
+      [[ $spin == none ]] && continue
       env=()
       [[ $spin != default ]] && env=(RPCJOB_SPIN_US=$spin)
       line=$(env "${env[@]}" RPCJOB_BENCH_ONLY=recipe RPCJOB_BENCH_RECIPE_REPEAT=4 timeout 120 \
@@ -466,6 +495,9 @@ if [[ $stages == *" profile "* ]]; then
       say "recipe, RPCJOB_SPIN_US=$spin, run $round: $line; repeats: $repeats"
     done
   done
-  OUT=$OUT timeout 120 bash benchmarks/profile/recipe-threads.sh $B/tests/gpu/rpcjob-gpu-bench 4
-  say "recipe-threads rc=$?: $(head -3 "$OUT/recipe-threads.txt" | tr '\n' ' ')"
+  for part in ${PROFILE_PARTS:-recipe}; do
+    PART=$part OUT=$OUT timeout 120 bash benchmarks/profile/gpu-bench-threads.sh \
+      $B/tests/gpu/rpcjob-gpu-bench 4
+    say "$part-threads rc=$?: $(head -3 "$OUT/$part-threads.txt" | tr '\n' ' ')"
+  done
 fi

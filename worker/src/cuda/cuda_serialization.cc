@@ -163,6 +163,7 @@ std::string allocate(const void* descriptorTensor, const wire::TensorMeta& meta,
                                                     static_cast<cudaStream_t>(stream), device)
                                               : c10::cuda::getStreamFromPool(false, device);
   at::Tensor t;
+  trace::point("read.allocating", d.length);
   {
     c10::cuda::CUDAStreamGuard guard(allocationStream(device));
     t = at::empty(meta.sizes, at::TensorOptions().dtype(dtype).device(c10::kCUDA, device));

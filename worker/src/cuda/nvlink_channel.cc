@@ -411,6 +411,7 @@ class NvlinkChannel final
     m.pid = static_cast<int32_t>(getpid());
     m.device = device;
     if (!context_->exportMemory(b.ptr, device, m, error)) return false;
+    trace::point("nvlink.exported", m.length);
     cudaEvent_t ready;
     s.slot = context_->takeReady(device, ready, m.event);
     {
@@ -479,6 +480,7 @@ class NvlinkChannel final
       // receive stream itself, without the two event hops a copy stream adds.
       if (r.length < context_->splitBytes() || context_->streamsPerCopy() == 1) {
         cudaStreamWaitEvent(r.stream, ready, 0);
+        trace::point("nvlink.waits", m.seq);
         copyOn(r.ptr, src, r.length, r.device, r.stream);
       } else {
         std::lock_guard<std::mutex> copyLock(context_->copyMutex());
@@ -496,9 +498,11 @@ class NvlinkChannel final
           cudaStreamWaitEvent(r.stream, streams[i].finished, 0);
         }
       }
+      trace::point("nvlink.enqueued", m.seq);
       cudaEvent_t done;
       context_->takeDone(r.device, done, ack->event);
       cudaEventRecord(done, r.stream);
+      trace::point("nvlink.recorded", m.seq);
       cudaError_t e = cudaGetLastError();
       if (e != cudaSuccess) error = cudaWhat("copy", e);
     }
