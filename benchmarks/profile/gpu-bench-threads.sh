@@ -55,6 +55,10 @@ wait "$driver" 2>/dev/null
     echo "## thread $tid"
     "$perf" report -i "$data" --stdio --no-children --tid "$tid" --sort dso,sym -g none -q 2>&1 |
       grep -v '^$' | head -"${TOP:-20}"
+    # Inclusive: which of our steps (an allocation, a copy's enqueue) holds that time.
+    echo "## thread $tid, inclusive (children)"
+    "$perf" report -i "$data" --stdio --children --tid "$tid" --sort sym -g none -q 2>&1 |
+      grep -v '^$' | head -"${TOP_CHILDREN:-30}"
   done
   echo "## by shared object"
   "$perf" report -i "$data" --stdio --no-children --sort dso -g none -q 2>&1 | grep -v '^$' |
