@@ -10,7 +10,8 @@
 #   far           server on 0-3, caller on the four CPUs half the machine away;
 #   siblings      (SMT machines) server on 0-3, caller on those CPUs' siblings.
 # $OUT/async-placement.txt: the machine's CPU topology as the guest sees it, then per
-# run the placement, async and CallBatch calls/s and the small-call p50.
+# run the placement, async and CallBatch calls/s and the small-call p50, then the drift
+# within single pairs (below).
 set -uo pipefail
 d=$1 runs=${2:-3}
 OUT=${OUT:-$PWD/perf-out}
@@ -60,5 +61,23 @@ for round in $(seq 1 "$runs"); do
       "$(field async_calls_per_s)" "$(field async_batched_calls_per_s)" \
       "$(field small_rtt_p50_us)" >>"$OUT/async-placement.txt"
   done
+done
+# Then DRIFT_PAIRS unpinned pairs (default 3), each timing DRIFT_ROUNDS rounds (default
+# 40) of the async phase in a row: a rate that wanders within one pair is the host's
+# doing; one that holds within a pair and differs between pairs is the pair's threads'.
+echo "# drift: per unpinned pair, each round's async calls/s in order (min / median / max)" \
+  >>"$OUT/async-placement.txt"
+for pair in $(seq 1 "${DRIFT_PAIRS:-3}"); do
+  p0=$((20000 + RANDOM % 20000))
+  peers="bench0@127.0.0.1:$p0,bench1@127.0.0.1:$((p0 + 1))"
+  RPCJOB_PEERS=$peers RPCJOB_WORKER_NAME=bench1 "$d/rpcjob-worker" serve --deadline-s 60 \
+    >/dev/null 2>>"$OUT/async-placement.err" &
+  server=$!
+  rates=$(RPCJOB_PEERS=$peers RPCJOB_WORKER_NAME=bench0 RPCJOB_BENCH_ASYNC_ROUNDS=${DRIFT_ROUNDS:-40} \
+    RPCJOB_BENCH_ASYNC_PLAIN=1 "$d/rpcjob-worker" bench --json --channels auto --no-large 2>&1 \
+    >/dev/null | awk '/^async round/ {print $4}')
+  wait $server
+  summary=$(sort -n <<<"$rates" | awk '{a[NR] = $1} END {if (NR) printf "%d / %d / %d", a[1], a[int((NR + 1) / 2)], a[NR]}')
+  echo "pair $pair: $summary: $(paste -sd' ' <<<"$rates")" >>"$OUT/async-placement.txt"
 done
 cat "$OUT/async-placement.txt"

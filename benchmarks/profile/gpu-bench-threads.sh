@@ -33,7 +33,11 @@ data=/tmp/perf-$name.data
 # perf's own complaints (no permission for perf events here, a pid gone) are kept.
 "$perf" stat -e syscalls:sys_enter_futex,context-switches --per-thread -p "$pids" \
   -o /tmp/$name.stat -- sleep 1 >/dev/null 2>"$OUT/$name.perf.err"
-"$perf" record -q -F 4000 -e "$events" -g -p "$pids" -o "$data" -- sleep "$seconds" \
+# CALLGRAPH=dwarf: stacks unwound from a copy of each sample's stack (libcuda and our
+# build have no frame pointers), for inclusive_frames.py below; at 1000 Hz.
+hz=4000 graph=(-g)
+if [[ ${CALLGRAPH:-fp} == dwarf ]]; then hz=1000 graph=(--call-graph dwarf,8192); fi
+"$perf" record -q -F $hz -e "$events" "${graph[@]}" -p "$pids" -o "$data" -- sleep "$seconds" \
   >/dev/null 2>>"$OUT/$name.perf.err"
 kill "$driver" 2>/dev/null
 wait "$driver" 2>/dev/null
@@ -63,4 +67,12 @@ wait "$driver" 2>/dev/null
   echo "## by shared object"
   "$perf" report -i "$data" --stdio --no-children --sort dso -g none -q 2>&1 | grep -v '^$' |
     head -20
+  # PERIOD_US: one iteration's time (400mb: the round trip, default 2130 us; recipe: one
+  # forward and backward, default 800 us), to give each function's inclusive time per
+  # iteration.
+  if [[ $part == 400mb ]]; then period=${PERIOD_US:-2130}; else period=${PERIOD_US:-800}; fi
+  echo "# inclusive time per iteration ($period us each, $seconds s sampled at $hz Hz)"
+  "$perf" script -i "$data" -F tid,ip,sym 2>/dev/null |
+    python3 "$(dirname "$0")/inclusive_frames.py" $hz "$(awk -v s="$seconds" -v p="$period" \
+      'BEGIN {print s * 1e6 / p}')"
 } >"$OUT/$name.txt"

@@ -496,7 +496,7 @@ if [[ $stages == *" profile "* ]]; then
     done
   done
   for part in ${PROFILE_PARTS:-recipe}; do
-    PART=$part OUT=$OUT timeout 120 bash benchmarks/profile/gpu-bench-threads.sh \
+    PART=$part OUT=$OUT timeout 300 bash benchmarks/profile/gpu-bench-threads.sh \
       $B/tests/gpu/rpcjob-gpu-bench 4
     say "$part-threads rc=$?: $(head -3 "$OUT/$part-threads.txt" | tr '\n' ' ')"
   done

@@ -193,8 +193,13 @@ void measureCalls(Runtime& rt, const std::string& peer, const BenchConfig& confi
   const int rounds = roundsEnv != nullptr && std::atoi(roundsEnv) > 0 ? std::atoi(roundsEnv) : 3;
   const char* plainEnv = std::getenv("RPCJOB_BENCH_ASYNC_PLAIN");
   const bool plainOnly = plainEnv != nullptr && std::string(plainEnv) == "1";
+  // With RPCJOB_BENCH_ASYNC_ROUNDS set, each round's plain rate goes to stderr too: whether
+  // one process pair's rate drifts over time (the host) or stays put (the pair's threads).
+  const bool eachRound = roundsEnv != nullptr;
   for (int round = 0; round < rounds; ++round) {
-    best = std::max(best, asyncCallRate(rt, peer, config.asyncCalls, false));
+    const double rate = asyncCallRate(rt, peer, config.asyncCalls, false);
+    if (eachRound) std::fprintf(stderr, "async round %d: %.0f calls/s\n", round, rate);
+    best = std::max(best, rate);
     if (round == 0 || !plainOnly) {
       bestBatched = std::max(bestBatched, asyncCallRate(rt, peer, config.asyncCalls, true));
     }
