@@ -73,10 +73,18 @@ for pair in $(seq 1 "${DRIFT_PAIRS:-3}"); do
   RPCJOB_PEERS=$peers RPCJOB_WORKER_NAME=bench1 "$d/rpcjob-worker" serve --deadline-s 60 \
     >/dev/null 2>>"$OUT/async-placement.err" &
   server=$!
-  rates=$(RPCJOB_PEERS=$peers RPCJOB_WORKER_NAME=bench0 RPCJOB_BENCH_ASYNC_ROUNDS=${DRIFT_ROUNDS:-40} \
-    RPCJOB_BENCH_ASYNC_PLAIN=1 "$d/rpcjob-worker" bench --json --channels auto --no-large 2>&1 \
-    >/dev/null | awk '/^async round/ {print $4}')
+  rounds=$OUT/drift-$pair.rounds
+  RPCJOB_PEERS=$peers RPCJOB_WORKER_NAME=bench0 RPCJOB_BENCH_ASYNC_ROUNDS=${DRIFT_ROUNDS:-40} \
+    RPCJOB_BENCH_ASYNC_PLAIN=1 "$d/rpcjob-worker" bench --json --channels auto --no-large \
+    >/dev/null 2>"$rounds" &
+  caller=$!
+  # Where each thread ran, per round ($OUT/drift-N.cpus: drift_cpus.py says what).
+  python3 "$(dirname "$0")/drift_cpus.py" "$rounds" $server $caller >"$OUT/drift-$pair.cpus" &
+  sampler=$!
+  wait $caller
   wait $server
+  wait $sampler
+  rates=$(awk '/^async round/ {print $4}' "$rounds")
   summary=$(sort -n <<<"$rates" | awk '{a[NR] = $1} END {if (NR) printf "%d / %d / %d", a[1], a[int((NR + 1) / 2)], a[NR]}')
   echo "pair $pair: $summary: $(paste -sd' ' <<<"$rates")" >>"$OUT/async-placement.txt"
 done

@@ -197,8 +197,17 @@ void measureCalls(Runtime& rt, const std::string& peer, const BenchConfig& confi
   // one process pair's rate drifts over time (the host) or stays put (the pair's threads).
   const bool eachRound = roundsEnv != nullptr;
   for (int round = 0; round < rounds; ++round) {
+    const auto began = Clock::now();
     const double rate = asyncCallRate(rt, peer, config.asyncCalls, false);
-    if (eachRound) std::fprintf(stderr, "async round %d: %.0f calls/s\n", round, rate);
+    // The round's start and end on the steady clock (CLOCK_MONOTONIC, in seconds): to
+    // line it up with a sampler of where the threads ran (drift_cpus.py).
+    const auto seconds = [](Clock::time_point t) {
+      return std::chrono::duration<double>(t.time_since_epoch()).count();
+    };
+    if (eachRound) {
+      std::fprintf(stderr, "async round %d: %.0f calls/s %.6f %.6f\n", round, rate, seconds(began),
+                   seconds(Clock::now()));
+    }
     best = std::max(best, rate);
     if (round == 0 || !plainOnly) {
       bestBatched = std::max(bestBatched, asyncCallRate(rt, peer, config.asyncCalls, true));
