@@ -56,12 +56,19 @@ def main():
             m = re.match(r"async round (\d+): (\d+) calls/s ([\d.]+) ([\d.]+)", line)
             if m:
                 rounds.append((int(m[1]), int(m[2]), float(m[3]), float(m[4])))
-    print("round  calls/s  samples  shared  with")
+    print("round  calls/s  samples  shared  with  |  CPUs (most seen): caller, its lane poller, "
+          "the server's lane poller")
     for n, rate, start, end in rounds:
         inside = [s for t, s in samples if start <= t <= end]
         shared = 0
         partners = collections.Counter()
+        where = collections.defaultdict(collections.Counter)  # role -> CPU -> samples
         for s in inside:
+            for tid, (pid, name, c, state) in s.items():
+                if tid == caller:
+                    where["caller"][c] += 1
+                elif name.startswith("rpcjob_lane"):
+                    where["caller lane" if pid == caller else "server lane"][c] += 1
             if caller not in s:
                 continue
             cpu = s[caller][2]
@@ -71,8 +78,10 @@ def main():
             if mates:
                 shared += 1
                 partners.update(mates)
+        cpus = " ".join(str(where[r].most_common(1)[0][0]) if where[r] else "-"
+                        for r in ("caller", "caller lane", "server lane"))
         print(f"{n:5d}  {rate:7d}  {len(inside):7d}  {shared:6d}  "
-              f"{', '.join(f'{k} {v}' for k, v in partners.most_common(3))}")
+              f"{', '.join(f'{k} {v}' for k, v in partners.most_common(3))}  |  {cpus}")
 
 
 if __name__ == "__main__":
