@@ -11,11 +11,19 @@ print("| implementation | devices | channel | small CUDA call p50 / p99 (us) | 4
       "| recipe, 10 fwd+bwd, CPU RPC (s) | recipe, 10 fwd+bwd, CUDA RPC (s), median of the blocks |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 raw = None
+
+
+def cell(value):
+    """A figure, or n/a where the row's run did not measure it (null in its JSON)."""
+    return "n/a" if value is None else value
+
+
 for r in rows:
     spread = r.get("rt400mb_p10_p90_ms")
     spread = f" ({spread[0]}-{spread[1]})" if spread else ""
-    print(f"| {r['impl']} | {r.get('devices', 'cuda:0->cuda:1')} | {r['channel']} | {r['small_p50_us']} / {r['small_p99_us']} | {r['rt4mb_ms']} "
-          f"| {r['rt400mb_ms']}{spread} | {r['rt400mb_gbs']} | {r['model_split_s']} "
+    print(f"| {r['impl']} | {r.get('devices', 'cuda:0->cuda:1')} | {r['channel']} "
+          f"| {cell(r.get('small_p50_us'))} / {cell(r.get('small_p99_us'))} | {cell(r.get('rt4mb_ms'))} "
+          f"| {cell(r.get('rt400mb_ms'))}{spread} | {cell(r.get('rt400mb_gbs'))} | {r['model_split_s']} "
           f"| {r.get('recipe_cpu_rpc_s', 'n/a')} | {r.get('recipe_cuda_rpc_s', 'n/a')} |")
     if r.get("raw_rt400mb_ms"):
         raw = raw or r

@@ -140,7 +140,7 @@ def run(rank, port):
         small = torch.ones(1, device="cuda:0")
         mb4 = torch.ones(1000 * 1000, device="cuda:0")  # 4e6 bytes
         mb400 = torch.ones(100 * 1000 * 1000, device="cuda:0")  # 400e6 bytes
-        # RPCJOB_BENCH_ONLY=recipe: the recipe alone (the other figures print as 0).
+        # RPCJOB_BENCH_ONLY=recipe: the recipe alone (the round trips print as null).
         everything = os.environ.get("RPCJOB_BENCH_ONLY", "") != "recipe"
         s = round_trips(small, 200, 3000) if everything else [0]
         r4 = round_trips(mb4, 20, 200) if everything else [0]
@@ -161,15 +161,17 @@ def run(rank, port):
         # As many blocks as gpu_bench.cc times (RPCJOB_BENCH_RECIPE_BLOCKS), their median.
         blocks = sorted(recipe("cuda", max(1, int(os.environ.get("RPCJOB_BENCH_RECIPE_BLOCKS", "7")))))
         recipe_cuda = blocks[len(blocks) // 2]
+        trips = {"small_p50_us": round(pct(s, 0.5) * 1e6, 1),
+                 "small_p99_us": round(pct(s, 0.99) * 1e6, 1),
+                 "rt4mb_ms": round(pct(r4, 0.5) * 1e3, 3),
+                 "rt400mb_ms": round(pct(r400, 0.5) * 1e3, 3),
+                 "rt400mb_gbs": round(2 * 400e6 / 1e9 / pct(r400, 0.5), 1),
+                 "rt400mb_p10_p90_ms": [round(pct(r400, 0.1) * 1e3, 3),
+                                        round(pct(r400, 0.9) * 1e3, 3)]}
+        if not everything:
+            trips = {k: None for k in trips}
         print(json.dumps({"impl": "pytorch", "devices": f"cuda:0->cuda:{peer}",
-                          "channel": "pytorch (TensorPipe's choice)",
-                          "small_p50_us": round(pct(s, 0.5) * 1e6, 1),
-                          "small_p99_us": round(pct(s, 0.99) * 1e6, 1),
-                          "rt4mb_ms": round(pct(r4, 0.5) * 1e3, 3),
-                          "rt400mb_ms": round(pct(r400, 0.5) * 1e3, 3),
-                          "rt400mb_gbs": round(2 * 400e6 / 1e9 / pct(r400, 0.5), 1),
-                          "rt400mb_p10_p90_ms": [round(pct(r400, 0.1) * 1e3, 3),
-                                                 round(pct(r400, 0.9) * 1e3, 3)],
+                          "channel": "pytorch (TensorPipe's choice)", **trips,
                           "model_split_s": round(split, 4),
                           "recipe_cpu_rpc_s": round(recipe_cpu, 4),
                           "recipe_cuda_rpc_s": round(recipe_cuda, 4),
