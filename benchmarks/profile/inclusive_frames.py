@@ -3,6 +3,8 @@ steps too short to show among a polling loop's samples (issue 20: the 400 MB rou
 trip's host steps are ~3 % of its reactor threads' samples).
 
 Usage: perf script -i DATA -F tid,ip,sym | python3 inclusive_frames.py HZ ITERATIONS [REGEX]
+(a `perf record -g` profile: frame-pointer stacks, which break in code built without frame
+pointers, so the times are lower bounds)
 
 Per thread: its samples, then every function whose name matches REGEX (default: ours,
 TensorPipe's, c10/ATen's and the CUDA runtime's and driver's entry points) with the

@@ -461,7 +461,7 @@ fi
 # rate (issue 22): benchmarks/profile/async-placement.sh, PLACEMENT_RUNS rounds (default 3).
 if [[ $stages == *" placement "* ]]; then
   OUT=$OUT timeout 300 bash benchmarks/profile/async-placement.sh $B/worker "${PLACEMENT_RUNS:-3}" \
-    2>"$L/placement.err" | tail -n +1 >>"$S"
+    2>"$L/placement.err" >>"$S"
 fi
 
 # Not part of `all` (about 3 minutes): the metrics overhead in the same two processes,

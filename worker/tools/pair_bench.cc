@@ -195,15 +195,15 @@ void measureCalls(Runtime& rt, const std::string& peer, const BenchConfig& confi
   const bool plainOnly = plainEnv != nullptr && std::string(plainEnv) == "1";
   // With RPCJOB_BENCH_ASYNC_ROUNDS set, each round's plain rate goes to stderr too: whether
   // one process pair's rate drifts over time (the host) or stays put (the pair's threads).
+  // The round's start and end go with it, on the steady clock (CLOCK_MONOTONIC, in
+  // seconds): to line it up with a sampler of where the threads ran (drift_cpus.py).
   const bool eachRound = roundsEnv != nullptr;
+  const auto seconds = [](Clock::time_point t) {
+    return std::chrono::duration<double>(t.time_since_epoch()).count();
+  };
   for (int round = 0; round < rounds; ++round) {
     const auto began = Clock::now();
     const double rate = asyncCallRate(rt, peer, config.asyncCalls, false);
-    // The round's start and end on the steady clock (CLOCK_MONOTONIC, in seconds): to
-    // line it up with a sampler of where the threads ran (drift_cpus.py).
-    const auto seconds = [](Clock::time_point t) {
-      return std::chrono::duration<double>(t.time_since_epoch()).count();
-    };
     if (eachRound) {
       std::fprintf(stderr, "async round %d: %.0f calls/s %.6f %.6f\n", round, rate, seconds(began),
                    seconds(Clock::now()));
