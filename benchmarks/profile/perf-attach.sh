@@ -8,7 +8,12 @@
 set -uo pipefail
 name=$1 seconds=$2 pattern=$3
 source "$(dirname "$0")/perf-env.sh"  # $OUT, $perf, perf_events
-pids=$(pgrep -f "$pattern" | paste -sd, -)
+# Not this script's own shell nor its subshells: their command lines hold PATTERN too,
+# and perf refuses the whole list once one of them has exited.
+pids=$(for p in $(pgrep -f -- "$pattern"); do
+  cmd=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) || continue  # gone already
+  [[ $cmd == *perf-attach.sh* ]] || echo "$p"
+done | paste -sd, -)
 [[ -n $pids ]] || { echo "perf-attach: no process matches '$pattern'" >&2; exit 1; }
 data=/tmp/perf-$name.data
 "$perf" record -q -F 4000 -g -p "$pids" -o "$data" -- sleep "$seconds" >"$OUT/$name.out" 2>&1
