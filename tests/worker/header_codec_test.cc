@@ -200,6 +200,40 @@ TEST(FastValueCodec, RoundTripsAndRejectsEveryTruncation) {
   }
 }
 
+TEST(FastValueCodec, AValueDecodedBeforeTakesTheNextWithoutItsItems) {
+  // decodeValue decodes every message into one scratch value per thread: a
+  // shorter tuple, a tuple after a failed decode, or a scalar must not see the
+  // items the last message left there.
+  std::vector<char> three;
+  FastEncoder a(three);
+  a.tuple(3);
+  a.integer(1);
+  a.integer(2);
+  a.integer(3);
+  std::vector<char> one;
+  FastEncoder b(one);
+  b.tuple(1);
+  b.real(4.5);
+  std::vector<char> scalar;
+  FastEncoder c(scalar);
+  c.integer(9);
+  FastValue v;
+  ASSERT_EQ(decodeFastValue(three.data(), three.size(), 0, v), "");
+  ASSERT_EQ(v.items.size(), 3u);
+  ASSERT_EQ(decodeFastValue(one.data(), one.size(), 0, v), "");
+  ASSERT_EQ(v.tag, FastTag::kTuple);
+  ASSERT_EQ(v.items.size(), 1u);
+  EXPECT_EQ(v.items[0].tag, FastTag::kDouble);
+  EXPECT_EQ(v.items[0].d, 4.5);
+  EXPECT_NE(decodeFastValue(three.data(), three.size() - 1, 0, v), "");  // truncated
+  ASSERT_EQ(decodeFastValue(one.data(), one.size(), 0, v), "");
+  ASSERT_EQ(v.items.size(), 1u);
+  EXPECT_EQ(v.items[0].d, 4.5);
+  ASSERT_EQ(decodeFastValue(scalar.data(), scalar.size(), 0, v), "");
+  EXPECT_EQ(v.tag, FastTag::kInt);
+  EXPECT_EQ(v.i, 9);
+}
+
 TEST(FastValueCodec, RejectsLiesAboutShapesCountsAndDepth) {
   std::vector<char> bytes;
   FastEncoder e(bytes);

@@ -428,6 +428,8 @@ void decodeFast(Reader& r, size_t tableSize, size_t depth, FastValue& v) {
       if (!r.ok()) return;
       if (count > r.remaining()) return r.fail("tuple longer than the payload");
       // Grown as items decode, so a lying count costs no more than the bytes present.
+      // A value decoded before keeps its items' storage (decodeFastValue's `out`).
+      v.items.clear();
       v.items.reserve(count < 64 ? count : 64);
       for (size_t i = 0; i < count && r.ok(); ++i) {
         decodeFast(r, tableSize, depth + 1, v.items.emplace_back());

@@ -241,7 +241,8 @@ struct FastValue {
 
 bool isFastPayload(const char* data, size_t size);
 // Returns an empty string on success, else what is wrong; `tableSize` bounds the
-// tensor references.
+// tensor references. `out` may hold a value decoded before: its tuple's storage
+// is reused (a thread's scratch value allocates nothing for a call's arguments).
 std::string decodeFastValue(const char* data, size_t size, size_t tableSize, FastValue& out);
 
 // kBatch payloads: messages without TensorPipe tensors, coalesced while a write

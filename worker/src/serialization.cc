@@ -141,10 +141,28 @@ c10::IValue fastDecode(const wire::FastValue& v, const char* payload,
     case wire::FastTag::kString:
       return c10::IValue(std::string(payload + v.offset, v.length));
     case wire::FastTag::kTuple: {
-      std::vector<c10::IValue> items;
-      items.reserve(v.items.size());
-      for (const auto& item : v.items) items.push_back(fastDecode(item, payload, table));
-      return c10::ivalue::Tuple::create(std::move(items));
+      // Up to three items (a call's usual arguments) go in the tuple's own
+      // storage: no vector to allocate and hand over, per message.
+      const auto item = [&](size_t i) { return fastDecode(v.items[i], payload, table); };
+      switch (v.items.size()) {
+        case 1:
+          return c10::ivalue::Tuple::create(item(0));
+        case 2: {
+          c10::IValue first = item(0);
+          return c10::ivalue::Tuple::create(std::move(first), item(1));
+        }
+        case 3: {
+          c10::IValue first = item(0);
+          c10::IValue second = item(1);
+          return c10::ivalue::Tuple::create(std::move(first), std::move(second), item(2));
+        }
+        default: {
+          std::vector<c10::IValue> items;
+          items.reserve(v.items.size());
+          for (size_t i = 0; i < v.items.size(); ++i) items.push_back(item(i));
+          return c10::ivalue::Tuple::create(std::move(items));
+        }
+      }
     }
     case wire::FastTag::kTensorInline: {
       // The CPU allocator directly: at::empty's trip through the dispatcher
@@ -387,11 +405,18 @@ c10::IValue decodeValue(IncomingMessage& in) {
 #endif
   if (in.payload.empty()) return c10::IValue();
   if (wire::isFastPayload(in.payload.data(), in.payload.size())) {
-    wire::FastValue v;
+    // The thread's scratch value: a call's argument tuple decodes into storage
+    // kept from the last message (one allocation less per message), unless a
+    // large one would keep its memory.
+    thread_local wire::FastValue v;
+    constexpr size_t kKeptItems = 256;
     std::string bad =
         wire::decodeFastValue(in.payload.data(), in.payload.size(), in.tensors.size(), v);
+    c10::IValue value;
+    if (bad.empty()) value = fastDecode(v, in.payload.data(), in.tensors);
+    if (v.items.capacity() > kKeptItems) std::vector<wire::FastValue>().swap(v.items);
     if (!bad.empty()) throw badMessage("cannot deserialize the value: " + bad);
-    return fastDecode(v, in.payload.data(), in.tensors);
+    return value;
   }
   try {
     return torch::jit::unpickle(in.payload.data(), in.payload.size(), nullptr, in.tensors);
