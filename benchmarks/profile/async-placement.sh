@@ -43,20 +43,25 @@ fi
   echo "# placement  server-cpus  caller-cpus  async/s  batched/s  small-p50-us"
 } >"$OUT/async-placement.txt"
 pin() { [[ -n $1 ]] && echo "taskset -c $1"; }
+# The serving half of a bench pair, on fresh ports (on CPUs $1 if given): sets $peers, for
+# the caller, and $server.
+serve() {
+  local p0=$((20000 + RANDOM % 20000))
+  peers="bench0@127.0.0.1:$p0,bench1@127.0.0.1:$((p0 + 1))"
+  # shellcheck disable=SC2046  # pin's words are meant to split
+  RPCJOB_PEERS=$peers RPCJOB_WORKER_NAME=bench1 $(pin "${1:-}") "$d/rpcjob-worker" serve \
+    --deadline-s 60 >/dev/null 2>>"$OUT/async-placement.err" &
+  server=$!
+}
+field() { grep -o "\"$1\":[^,}]*" <<<"$json" | head -1 | cut -d: -f2; }  # of the bench's $json
 for round in $(seq 1 "$runs"); do
   for p in "${placements[@]}"; do
     IFS='|' read -r name scpu ccpu <<<"$p"
-    p0=$((20000 + RANDOM % 20000))
-    peers="bench0@127.0.0.1:$p0,bench1@127.0.0.1:$((p0 + 1))"
-    # shellcheck disable=SC2046  # pin's words are meant to split
-    RPCJOB_PEERS=$peers RPCJOB_WORKER_NAME=bench1 $(pin "$scpu") "$d/rpcjob-worker" serve \
-      --deadline-s 60 >/dev/null 2>>"$OUT/async-placement.err" &
-    server=$!
+    serve "$scpu"
     # shellcheck disable=SC2046
     json=$(RPCJOB_PEERS=$peers RPCJOB_WORKER_NAME=bench0 $(pin "$ccpu") "$d/rpcjob-worker" \
       bench --json --channels auto --no-large 2>>"$OUT/async-placement.err")
     wait $server
-    field() { grep -o "\"$1\":[^,}]*" <<<"$json" | head -1 | cut -d: -f2; }
     printf '%-10s  %-11s  %-11s  %8.0f  %9.0f  %s\n' "$name" "${scpu:--}" "${ccpu:--}" \
       "$(field async_calls_per_s)" "$(field async_batched_calls_per_s)" \
       "$(field small_rtt_p50_us)" >>"$OUT/async-placement.txt"
@@ -68,11 +73,7 @@ done
 echo "# drift: per unpinned pair, each round's async calls/s in order (min / median / max)" \
   >>"$OUT/async-placement.txt"
 for pair in $(seq 1 "${DRIFT_PAIRS:-3}"); do
-  p0=$((20000 + RANDOM % 20000))
-  peers="bench0@127.0.0.1:$p0,bench1@127.0.0.1:$((p0 + 1))"
-  RPCJOB_PEERS=$peers RPCJOB_WORKER_NAME=bench1 "$d/rpcjob-worker" serve --deadline-s 60 \
-    >/dev/null 2>>"$OUT/async-placement.err" &
-  server=$!
+  serve
   rounds=$OUT/drift-$pair.rounds
   RPCJOB_PEERS=$peers RPCJOB_WORKER_NAME=bench0 RPCJOB_BENCH_ASYNC_ROUNDS=${DRIFT_ROUNDS:-40} \
     RPCJOB_BENCH_ASYNC_PLAIN=1 "$d/rpcjob-worker" bench --json --channels auto --no-large \
