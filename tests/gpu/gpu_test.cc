@@ -19,6 +19,8 @@
 #include <iostream>
 #include <thread>
 
+#include "cuda/cuda_serialization.h"
+#include "cuda/receive_spares.h"
 #include "gpu_pair.h"
 #include "rpcjob/metrics/http_server.h"
 #include "rpcjob/metrics/metrics.h"
@@ -179,6 +181,34 @@ TEST(Values, ExactAcrossDevices) {
   at::Tensor strided = big.view({1024, 4096}).t();
   EXPECT_TRUE(
       sameValues(pair.rt().rpcSync("w1", runtime::kBuiltinEcho, {strided}).toTensor(), strided));
+}
+
+// A large CUDA tensor received again at the same size lands in a buffer held
+// ahead for it (receive_spares.h): here the caller's replies, values exact.
+TEST(Values, RepeatedLargeReceivesTakeBuffersHeldAhead) {
+  devicesUsed(pairDevices());
+  gpu::Pair pair({{"cuda:0", gpu::cudaName(workerGpu())}}, "", "");
+  pair.start();
+  auto& spares = runtime::cuda::receiveSpares();
+  const auto before = spares.stats();
+  constexpr int kRounds = 6;
+  constexpr int64_t kCount = 8 << 20;  // floats: 32 MB
+  for (int i = 0; i < kRounds; ++i) {
+    at::Tensor x = onDevice(kCount, 0, static_cast<float>(i));
+    at::Tensor y = pair.rt().rpcSync("w1", runtime::kBuiltinEcho, {x}).toTensor();
+    EXPECT_EQ(y.device(), c10::Device(at::kCUDA, 0));
+    EXPECT_TRUE(sameValues(y, x)) << i;
+    // The reply completes before its message is done with: wait for the buffer
+    // its size asked for, so that every later reply finds one.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (spares.held(0, kCount * sizeof(float)) == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  const auto after = spares.stats();
+  EXPECT_EQ(after.taken - before.taken, static_cast<uint64_t>(kRounds - 1));
+  EXPECT_EQ(after.missed - before.missed, 1u) << "the first reply alone";
 }
 
 // Host tensors received by a process that already uses a GPU land in page-locked

@@ -13,6 +13,9 @@
 #include <iostream>
 
 #include "autograd/container.h"
+#if RPCJOB_WITH_CUDA
+#include "cuda/cuda_serialization.h"
+#endif
 #include "call_batch_state.h"
 #include "channel_selection.h"
 #include "lane/lane.h"
@@ -430,6 +433,9 @@ void RuntimeImpl::dispatchRead(std::shared_ptr<PipeReader> reader) {
   IncomingMessage& msg = reader->msg;
   const bool corked = reader->server != nullptr && corkWrites(*reader->server);
   std::string bad = dispatch(msg, reader->onMessage, reader->order.get());
+#if RPCJOB_WITH_CUDA
+  cuda::holdReceiveBuffers(msg);  // the next of its sizes finds a buffer (receive_spares.h)
+#endif
   // Its tensors and events go now, not when the next message comes: the values
   // own them, and a large tensor's memory must be free (or back in its cache)
   // once those are gone.

@@ -1,6 +1,9 @@
 #include "cuda_serialization.h"
 
 #include <ATen/ops/empty.h>
+#include <c10/core/ScalarTypeToTypeMeta.h>
+#include <c10/core/Storage.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -8,11 +11,13 @@
 #include <tensorpipe/tensorpipe_cuda.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <mutex>
 
 #include "cuda_future.h"
 #include "device_maps.h"
+#include "receive_spares.h"
 #include "release_later.h"
 #include "rpcjob/runtime/errors.h"
 #include "trace/trace.h"
@@ -57,7 +62,55 @@ c10::cuda::CUDAStream allocationStream(c10::DeviceIndex device) {
   return c10::cuda::getStreamFromExternal(it->second, device);
 }
 
+size_t spareBudget() {
+  const char* env = std::getenv("RPCJOB_RECEIVE_SPARE_BYTES");
+  if (env == nullptr || *env == '\0') return ReceiveSpares::kDefaultBudget;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(env, &end, 10);
+  if (*end != '\0' || env[0] == '-') {
+    std::cerr << "rpcjob: RPCJOB_RECEIVE_SPARE_BYTES='" << env
+              << "' is not a byte count; receive buffers held ahead stay at "
+              << ReceiveSpares::kDefaultBudget << " bytes\n";
+    return ReceiveSpares::kDefaultBudget;
+  }
+  return static_cast<size_t>(v);
+}
+
+// A tensor of `sizes` on a buffer held ahead, as at::empty would make it.
+at::Tensor onHeldBuffer(c10::DataPtr ptr, size_t bytes, const std::vector<int64_t>& sizes,
+                        c10::ScalarType dtype) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(ptr),
+                       c10::cuda::CUDACachingAllocator::get(), /*resizable=*/false);
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CUDA),
+      c10::scalarTypeToTypeMeta(dtype));
+  t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  return t;
+}
+
 }  // namespace
+
+ReceiveSpares& receiveSpares() {
+  // Never destroyed: its thread may still run while the process exits.
+  static auto* spares = new ReceiveSpares(spareBudget(), [](int device, size_t bytes) {
+    auto index = static_cast<c10::DeviceIndex>(device);
+    c10::cuda::CUDAGuard guard(index);
+    c10::cuda::CUDAStreamGuard onStream(allocationStream(index));
+    return c10::cuda::CUDACachingAllocator::get()->allocate(bytes);
+  });
+  return *spares;
+}
+
+void holdReceiveBuffers(const IncomingMessage& in) {
+  std::vector<std::pair<int, size_t>> received;
+  for (size_t i = 0; i < in.streams.size() && i < in.tensors.size(); ++i) {
+    const at::Tensor& t = in.tensors[i];
+    if (in.streams[i] != nullptr && t.defined() && t.nbytes() >= ReceiveSpares::kMinBytes) {
+      received.emplace_back(t.device().index(), t.nbytes());
+    }
+  }
+  if (!received.empty()) receiveSpares().hold(received);
+}
 
 at::Tensor prepareSend(OutgoingMessage& out, at::Tensor t, const DeviceTargets* targets,
                        wire::TensorMeta& meta) {
@@ -164,7 +217,11 @@ std::string allocate(const void* descriptorTensor, const wire::TensorMeta& meta,
                                               : c10::cuda::getStreamFromPool(false, device);
   at::Tensor t;
   trace::point("read.allocating", d.length);
-  {
+  c10::DataPtr held = d.length >= ReceiveSpares::kMinBytes ? receiveSpares().take(device, d.length)
+                                                           : c10::DataPtr();
+  if (held) {
+    t = onHeldBuffer(std::move(held), d.length, meta.sizes, dtype);
+  } else {
     c10::cuda::CUDAStreamGuard guard(allocationStream(device));
     t = at::empty(meta.sizes, at::TensorOptions().dtype(dtype).device(c10::kCUDA, device));
   }

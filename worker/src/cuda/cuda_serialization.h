@@ -30,7 +30,8 @@ at::Tensor prepareSend(OutgoingMessage& out, at::Tensor t, const DeviceTargets* 
 bool fillTensor(const OutgoingMessage& out, size_t index, void* tensorpipeTensor);
 // prepareRead, a tensor bound for a CUDA device here: allocates it on a receive
 // stream (or on the host when it comes from the peer's host memory, to be moved
-// after the read). Returns an error string or "".
+// after the read), in a buffer held ahead for its size when there is one.
+// Returns an error string or "".
 std::string allocate(const void* descriptorTensor, const wire::TensorMeta& meta,
                      c10::ScalarType dtype, IncomingMessage& in,
                      tensorpipe::Allocation& allocation);
@@ -43,6 +44,13 @@ std::string allocate(const void* descriptorTensor, const wire::TensorMeta& meta,
 // turns it off).
 inline constexpr size_t kPinnedReceiveBytes = size_t{64} << 20;
 at::Tensor pinnedHostTensor(const std::vector<int64_t>& sizes, c10::ScalarType dtype, size_t bytes);
+// The process's receive buffers held ahead (receive_spares.h), on the caching
+// allocator: allocate() takes them.
+class ReceiveSpares;
+ReceiveSpares& receiveSpares();
+// After a message is dispatched: one buffer held ahead for each large CUDA
+// tensor it received (allocated on the spares' thread, not the caller's).
+void holdReceiveBuffers(const IncomingMessage& in);
 // decodeValue, before decoding: moves host-received tensors to their devices
 // and records one event per device on the receive streams into in.events.
 void finishRead(IncomingMessage& in);

@@ -1,0 +1,185 @@
+// Receive buffers held ahead (worker/src/cuda/receive_spares.h): the logic, on an
+// allocator of host memory that counts what it hands out and gets back.
+#include "cuda/receive_spares.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+using rpcjob::runtime::cuda::ReceiveSpares;
+
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+struct Counting {
+  std::atomic<int> live{0};
+  std::atomic<int> allocated{0};
+  std::atomic<size_t> failAbove{SIZE_MAX};  // sizes above this throw, as out of memory would
+};
+
+// Each buffer's context remembers whose count it leaves when it is freed.
+struct Buffer {
+  std::atomic<int>* live;
+};
+
+ReceiveSpares::Allocate trackedAllocator(Counting& c) {
+  return [&c](int device, size_t bytes) {
+    (void)device;
+    if (bytes > c.failAbove) throw std::runtime_error("out of memory");
+    c.live++;
+    c.allocated++;
+    auto* b = new Buffer{&c.live};
+    return c10::DataPtr(
+        b, b,
+        [](void* ctx) {
+          auto* b = static_cast<Buffer*>(ctx);
+          (*b->live)--;
+          delete b;
+        },
+        c10::Device(c10::kCPU));
+  };
+}
+
+}  // namespace
+
+TEST(ReceiveSpares, NothingHeldBeforeAMessageAsks) {
+  Counting c;
+  ReceiveSpares spares(64 * kMiB, trackedAllocator(c));
+  EXPECT_FALSE(spares.take(0, 4 * kMiB));
+  EXPECT_EQ(spares.stats().missed, 1u);
+  EXPECT_EQ(c.allocated, 0);
+}
+
+TEST(ReceiveSpares, TheNextReceiveOfASizeTakesTheBufferHeldForIt) {
+  Counting c;
+  ReceiveSpares spares(64 * kMiB, trackedAllocator(c));
+  spares.hold({{0, 4 * kMiB}});
+  spares.settle();
+  EXPECT_EQ(spares.stats().held, 1u);
+  EXPECT_EQ(spares.stats().heldBytes, 4 * kMiB);
+  EXPECT_FALSE(spares.take(1, 4 * kMiB)) << "another device";
+  EXPECT_FALSE(spares.take(0, 4 * kMiB + 1)) << "another size";
+  c10::DataPtr p = spares.take(0, 4 * kMiB);
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(spares.take(0, 4 * kMiB)) << "handed out once";
+  auto s = spares.stats();
+  EXPECT_EQ(s.taken, 1u);
+  EXPECT_EQ(s.missed, 3u);  // the other device, the other size, the second take
+  EXPECT_EQ(s.held, 0u);
+  EXPECT_EQ(s.heldBytes, 0u);
+  p.clear();
+  EXPECT_EQ(c.live, 0) << "a taken buffer belongs to its receiver";
+}
+
+TEST(ReceiveSpares, SmallSizesAreNotHeld) {
+  Counting c;
+  ReceiveSpares spares(64 * kMiB, trackedAllocator(c));
+  spares.hold({{0, ReceiveSpares::kMinBytes - 1}, {0, 4096}});
+  spares.settle();
+  EXPECT_EQ(c.allocated, 0);
+  EXPECT_FALSE(spares.take(0, 4096));
+  EXPECT_EQ(spares.stats().missed, 0u) << "small receives are not counted as misses";
+}
+
+TEST(ReceiveSpares, AMessageWithASizeTwiceHoldsTwoAndNoMoreWhenItComesAgain) {
+  Counting c;
+  ReceiveSpares spares(64 * kMiB, trackedAllocator(c));
+  spares.hold({{0, 2 * kMiB}, {0, 2 * kMiB}, {1, 2 * kMiB}});
+  spares.settle();
+  EXPECT_EQ(spares.stats().held, 3u);
+  spares.hold({{0, 2 * kMiB}, {0, 2 * kMiB}});  // none taken in between: none added
+  spares.settle();
+  EXPECT_EQ(spares.stats().held, 3u);
+  EXPECT_EQ(spares.held(0, 2 * kMiB), 2u);
+  EXPECT_EQ(spares.held(1, 2 * kMiB), 1u);
+  EXPECT_EQ(c.allocated, 3);
+  EXPECT_TRUE(spares.take(0, 2 * kMiB));
+  EXPECT_TRUE(spares.take(0, 2 * kMiB));
+  EXPECT_FALSE(spares.take(0, 2 * kMiB));
+  EXPECT_TRUE(spares.take(1, 2 * kMiB));
+}
+
+TEST(ReceiveSpares, TheBudgetGivesBackTheOldestOtherSizeFirst) {
+  Counting c;
+  ReceiveSpares spares(10 * kMiB, trackedAllocator(c));
+  spares.hold({{0, 4 * kMiB}});
+  spares.settle();
+  spares.hold({{0, 3 * kMiB}});
+  spares.settle();
+  EXPECT_EQ(spares.stats().heldBytes, 7 * kMiB);
+  spares.hold({{0, 5 * kMiB}});  // 12 MiB would be over: the 4 MiB one (oldest) goes
+  spares.settle();
+  EXPECT_EQ(spares.stats().heldBytes, 8 * kMiB);
+  EXPECT_EQ(c.live, 2);
+  EXPECT_FALSE(spares.take(0, 4 * kMiB));
+  EXPECT_TRUE(spares.take(0, 3 * kMiB));
+  EXPECT_TRUE(spares.take(0, 5 * kMiB));
+}
+
+TEST(ReceiveSpares, ASizeOverTheBudgetIsNeverHeld) {
+  Counting c;
+  ReceiveSpares spares(8 * kMiB, trackedAllocator(c));
+  spares.hold({{0, 2 * kMiB}});
+  spares.hold({{0, 9 * kMiB}});
+  spares.settle();
+  EXPECT_EQ(c.allocated, 1);
+  EXPECT_TRUE(spares.take(0, 2 * kMiB)) << "what fit is kept";
+}
+
+TEST(ReceiveSpares, ABudgetOfZeroTurnsItOff) {
+  Counting c;
+  ReceiveSpares spares(0, trackedAllocator(c));
+  spares.hold({{0, 2 * kMiB}});
+  spares.settle();
+  EXPECT_EQ(c.allocated, 0);
+  EXPECT_FALSE(spares.take(0, 2 * kMiB));
+  EXPECT_EQ(spares.stats().missed, 0u);
+}
+
+TEST(ReceiveSpares, AnAllocationThatFailsLeavesTheReceiveToAllocateAsBefore) {
+  Counting c;
+  c.failAbove = 3 * kMiB;
+  ReceiveSpares spares(64 * kMiB, trackedAllocator(c));
+  spares.hold({{0, 4 * kMiB}, {0, 2 * kMiB}});
+  spares.settle();
+  EXPECT_FALSE(spares.take(0, 4 * kMiB));
+  EXPECT_TRUE(spares.take(0, 2 * kMiB)) << "the other size of the message is held";
+  EXPECT_EQ(spares.stats().heldBytes, 0u) << "nothing reserved for the failed one";
+}
+
+TEST(ReceiveSpares, WhatIsHeldGoesBackWhenTheSparesGo) {
+  Counting c;
+  {
+    ReceiveSpares spares(64 * kMiB, trackedAllocator(c));
+    spares.hold({{0, 2 * kMiB}, {1, 3 * kMiB}});
+    spares.settle();
+    EXPECT_EQ(c.live, 2);
+  }
+  EXPECT_EQ(c.live, 0);
+}
+
+TEST(ReceiveSpares, ManyThreadsTakeEachBufferOnce) {
+  Counting c;
+  ReceiveSpares spares(1024 * kMiB, trackedAllocator(c));
+  std::vector<std::pair<int, size_t>> sizes;
+  for (int i = 0; i < 64; ++i) sizes.push_back({0, 2 * kMiB});
+  spares.hold(sizes);
+  spares.settle();
+  std::atomic<int> got{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 16; ++i) {
+        if (spares.take(0, 2 * kMiB)) got++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(got, 64);
+  EXPECT_EQ(spares.stats().taken, 64u);
+  EXPECT_EQ(spares.stats().missed, 64u);
+}

@@ -1,0 +1,171 @@
+#include "receive_spares.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace rpcjob::runtime::cuda {
+
+namespace {
+struct Held {
+  int device;
+  size_t bytes;
+  c10::DataPtr ptr;
+  uint64_t age;  // when it was allocated: the oldest goes first
+};
+}  // namespace
+
+struct ReceiveSpares::State {
+  size_t budget = 0;
+  Allocate allocate;
+  mutable std::mutex mu;
+  std::condition_variable wake;
+  std::condition_variable idle;
+  std::vector<std::pair<int, size_t>> wanted;  // hold() requests the thread has not seen
+  std::vector<Held> held;
+  size_t heldBytes = 0;
+  uint64_t clock = 0;
+  uint64_t taken = 0;
+  uint64_t missed = 0;
+  bool busy = false;
+  bool stop = false;
+  std::thread thread;  // started by the first hold()
+
+  void run();
+  // One batch of requests; mu held on entry and exit, released while allocating.
+  void serve(std::unique_lock<std::mutex>& lock, std::vector<std::pair<int, size_t>> batch);
+};
+
+ReceiveSpares::ReceiveSpares(size_t budget, Allocate allocate) : state_(std::make_shared<State>()) {
+  state_->budget = budget;
+  state_->allocate = std::move(allocate);
+}
+
+ReceiveSpares::~ReceiveSpares() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stop = true;
+  }
+  state_->wake.notify_all();
+  if (state_->thread.joinable()) state_->thread.join();
+}
+
+c10::DataPtr ReceiveSpares::take(int device, size_t bytes) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  auto& held = state_->held;
+  auto it = std::find_if(held.begin(), held.end(),
+                         [&](const Held& h) { return h.device == device && h.bytes == bytes; });
+  if (it == held.end()) {
+    if (bytes >= kMinBytes && state_->budget > 0) state_->missed++;
+    return {};
+  }
+  c10::DataPtr ptr = std::move(it->ptr);
+  state_->heldBytes -= it->bytes;
+  held.erase(it);
+  state_->taken++;
+  return ptr;
+}
+
+void ReceiveSpares::hold(const std::vector<std::pair<int, size_t>>& received) {
+  bool any = false;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    for (const auto& r : received) {
+      if (r.second < kMinBytes || r.second > state_->budget) continue;
+      state_->wanted.push_back(r);
+      any = true;
+    }
+    if (any && !state_->thread.joinable() && !state_->stop) {
+      state_->thread = std::thread([state = state_] { state->run(); });
+    }
+  }
+  if (any) state_->wake.notify_one();
+}
+
+void ReceiveSpares::settle() {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->idle.wait(lock,
+                    [&] { return state_->stop || (state_->wanted.empty() && !state_->busy); });
+}
+
+ReceiveSpares::Stats ReceiveSpares::stats() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return Stats{state_->taken, state_->missed, state_->held.size(), state_->heldBytes};
+}
+
+size_t ReceiveSpares::held(int device, size_t bytes) const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return static_cast<size_t>(
+      std::count_if(state_->held.begin(), state_->held.end(),
+                    [&](const Held& h) { return h.device == device && h.bytes == bytes; }));
+}
+
+void ReceiveSpares::State::run() {
+  std::unique_lock<std::mutex> lock(mu);
+  while (true) {
+    wake.wait(lock, [&] { return stop || !wanted.empty(); });
+    if (stop) break;
+    std::vector<std::pair<int, size_t>> batch;
+    batch.swap(wanted);
+    busy = true;
+    serve(lock, std::move(batch));
+    busy = false;
+    idle.notify_all();
+  }
+  idle.notify_all();
+}
+
+void ReceiveSpares::State::serve(std::unique_lock<std::mutex>& lock,
+                                 std::vector<std::pair<int, size_t>> batch) {
+  // How many of each size the message received: that many are held after.
+  std::map<std::pair<int, size_t>, size_t> want;
+  for (const auto& key : batch) want[key]++;
+  std::vector<c10::DataPtr> released;  // freed outside the lock: the allocator's own
+  for (const auto& [key, count] : want) {
+    const auto [device, bytes] = key;
+    auto have = static_cast<size_t>(std::count_if(held.begin(), held.end(), [&](const Held& h) {
+      return h.device == device && h.bytes == bytes;
+    }));
+    for (; have < count && !stop; ++have) {
+      // Room first: other sizes go, oldest first.
+      while (heldBytes + bytes > budget) {
+        auto oldest = held.end();
+        for (auto it = held.begin(); it != held.end(); ++it) {
+          if ((it->device != device || it->bytes != bytes) &&
+              (oldest == held.end() || it->age < oldest->age)) {
+            oldest = it;
+          }
+        }
+        if (oldest == held.end()) break;
+        heldBytes -= oldest->bytes;
+        released.push_back(std::move(oldest->ptr));
+        held.erase(oldest);
+      }
+      if (heldBytes + bytes > budget) break;
+      heldBytes += bytes;  // reserved while allocating: only this thread adds
+      lock.unlock();
+      released.clear();
+      c10::DataPtr ptr;
+      try {
+        ptr = allocate(device, bytes);
+      } catch (...) {
+        ptr = c10::DataPtr();  // out of memory: the receive allocates as before
+      }
+      lock.lock();
+      if (!ptr) {
+        heldBytes -= bytes;
+        break;
+      }
+      held.push_back(Held{device, bytes, std::move(ptr), ++clock});
+    }
+  }
+  if (!released.empty()) {
+    lock.unlock();
+    released.clear();
+    lock.lock();
+  }
+}
+
+}  // namespace rpcjob::runtime::cuda
