@@ -406,6 +406,7 @@ class NvlinkChannel final
   }
 
   bool describe(Buffer& buffer, WireMessage& m, PendingSend& s, std::string& error) {
+    trace::point("nvlink.describe", m.length);  // TensorPipe's write path apart from ours
     const CudaBuffer& b = buffer.unwrap<CudaBuffer>();
     int device = buffer.device().index;
     m.pid = static_cast<int32_t>(getpid());
