@@ -66,7 +66,7 @@ std::vector<double> roundTrips(runtime::Runtime& rt, const at::Tensor& x, int wa
 // both ways, as cuda_nvlink's receiver does; (0, peer) pushes both ways. The
 // GPU that issues a peer copy drives it, and a pull may not match a push.
 std::vector<double> rawRoundTrips(const at::Tensor& x, int peer, int warmup, int n, int firstOn = 0,
-                                  int secondOn = 0) {
+                                  int secondOn = 0, int hopsBetween = 0, int hopsAfter = 0) {
   if (peer != 0) {
     for (int from : {0, peer}) {
       c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(from));
@@ -81,17 +81,41 @@ std::vector<double> rawRoundTrips(const at::Tensor& x, int peer, int warmup, int
   auto second = firstOn == secondOn
                     ? first
                     : c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(secondOn));
-  at::cuda::CUDAEvent between;
+  // hopsBetween streams of the first copy's device and hopsAfter of cuda:0, each
+  // waiting on the one before through an event: the stream hand-offs a round trip
+  // through the runtime adds (receive -> current -> send stream at the worker,
+  // receive -> current at the caller), with nothing else between the copies.
+  std::vector<c10::cuda::CUDAStream> between, after;
+  for (int i = 0; i < hopsBetween; ++i) {
+    between.push_back(c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(firstOn)));
+  }
+  for (int i = 0; i < hopsAfter; ++i) {
+    after.push_back(c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(secondOn)));
+  }
+  std::vector<at::cuda::CUDAEvent> events(hopsBetween + hopsAfter + 1);
   std::vector<double> out;
   for (int i = 0; i < warmup + n; ++i) {
     auto t0 = Clock::now();
     cudaMemcpyPeerAsync(there.data_ptr(), peer, x.data_ptr(), 0, x.nbytes(), first);
-    if (firstOn != secondOn) {
-      between.record(first);
-      between.block(second);
+    size_t e = 0;
+    c10::cuda::CUDAStream last = first;
+    for (auto& s : between) {
+      events[e].record(last);
+      events[e++].block(s);
+      last = s;
+    }
+    if (last != second) {
+      events[e].record(last);
+      events[e++].block(second);
     }
     cudaMemcpyPeerAsync(back.data_ptr(), 0, there.data_ptr(), peer, x.nbytes(), second);
-    second.synchronize();
+    last = second;
+    for (auto& s : after) {
+      events[e].record(last);
+      events[e++].block(s);
+      last = s;
+    }
+    last.synchronize();
     if (i >= warmup) out.push_back(seconds(Clock::now() - t0));
   }
   std::sort(out.begin(), out.end());
@@ -272,20 +296,23 @@ int main(int, char** argv) {
   const bool ways = want("400mb") && peer != 0;
   auto pull400 = ways ? rawRoundTrips(mb400, peer, 3, 20, peer, 0) : std::vector<double>{0};
   auto push400 = ways ? rawRoundTrips(mb400, peer, 3, 20, 0, peer) : std::vector<double>{0};
+  // Pulled both ways through as many stream hand-offs as a round trip through us.
+  auto hops400 = ways ? rawRoundTrips(mb400, peer, 3, 20, peer, 0, 2, 1) : std::vector<double>{0};
   std::printf(
       "{\"impl\": \"rpcjob\", \"devices\": \"cuda:0->%s\", \"channel\": \"%s\", \"small_p50_us\": "
       "%.1f, \"small_p99_us\": %.1f, "
       "\"rt4mb_ms\": %.4f, \"rt400mb_ms\": %.3f, \"rt400mb_gbs\": %.1f, \"rt400mb_p10_p90_ms\": "
       "[%.3f, %.3f], \"raw_rt4mb_ms\": %.4f, \"raw_rt400mb_ms\": %.3f, \"raw_rt400mb_gbs\": %.1f, "
-      "\"raw_pull_rt400mb_ms\": %.3f, \"raw_push_rt400mb_ms\": %.3f, \"model_split_s\": %.4f, "
+      "\"raw_pull_rt400mb_ms\": %.3f, \"raw_push_rt400mb_ms\": %.3f, "
+      "\"raw_pull_hops_rt400mb_ms\": %.3f, \"model_split_s\": %.4f, "
       "\"recipe_cpu_rpc_s\": %.4f, \"recipe_cuda_rpc_s\": %.4f, "
       "\"recipe_cuda_rpc_blocks_s\": [%s], \"intra_op_threads\": %d}\n",
       remote.c_str(), pair.channelFor("cuda:0", remote).c_str(), pct(s, 0.5) * 1e6,
       pct(s, 0.99) * 1e6, pct(r4, 0.5) * 1e3, pct(r400, 0.5) * 1e3,
       2 * 400e6 / 1e9 / pct(r400, 0.5), pct(r400, 0.1) * 1e3, pct(r400, 0.9) * 1e3,
       pct(raw4, 0.5) * 1e3, pct(raw400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(raw400, 0.5),
-      pct(pull400, 0.5) * 1e3, pct(push400, 0.5) * 1e3, split, recipeCpu, recipeCuda,
-      list(recipeCudaBlocks).c_str(), at::get_num_threads());
+      pct(pull400, 0.5) * 1e3, pct(push400, 0.5) * 1e3, pct(hops400, 0.5) * 1e3, split, recipeCpu,
+      recipeCuda, list(recipeCudaBlocks).c_str(), at::get_num_threads());
   std::fflush(stdout);
   return 0;
 }

@@ -62,7 +62,9 @@ if raw:
     if raw.get("raw_pull_rt400mb_ms"):
         print(f"\nThe same 400 MB copies pulled both ways (each on a stream of the GPU it lands on, an "
               f"event between): {raw['raw_pull_rt400mb_ms']} ms; pushed both ways: "
-              f"{raw.get('raw_push_rt400mb_ms', 'n/a')} ms.")
+              f"{raw.get('raw_push_rt400mb_ms', 'n/a')} ms; pulled both ways through as many stream "
+              f"hand-offs as a round trip through rpcjob (two more streams at the worker, one more "
+              f"at the caller): {raw.get('raw_pull_hops_rt400mb_ms', 'n/a')} ms.")
 # CPU: rpcjob-bench --json and PyTorch's RPC (torch_rpc_bench.py's cpu_* figures), same run,
 # beside issue 22's targets; the 4 MB and 400 MB bounds are rpcjob-bench's memcpy measurements
 # (same run), "TensorPipe alone" its run of rpcjob-tp-floor (benchmarks/floor/, same run, tp_* keys).
