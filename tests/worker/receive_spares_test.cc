@@ -183,3 +183,16 @@ TEST(ReceiveSpares, ManyThreadsTakeEachBufferOnce) {
   EXPECT_EQ(spares.stats().taken, 64u);
   EXPECT_EQ(spares.stats().missed, 64u);
 }
+
+TEST(ReceiveSpares, AfterStopNothingMoreIsAllocatedButWhatIsHeldIsHandedOut) {
+  Counting c;
+  ReceiveSpares spares(64 * kMiB, trackedAllocator(c));
+  spares.hold({{0, 2 * kMiB}});
+  spares.settle();
+  spares.stop();
+  spares.hold({{0, 3 * kMiB}});
+  spares.settle();  // returns: nothing is asked of a stopped thread
+  EXPECT_EQ(c.allocated, 1);
+  EXPECT_TRUE(spares.take(0, 2 * kMiB));
+  spares.stop();  // twice is fine
+}

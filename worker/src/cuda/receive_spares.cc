@@ -44,12 +44,20 @@ ReceiveSpares::ReceiveSpares(size_t budget, Allocate allocate) : state_(std::mak
 }
 
 ReceiveSpares::~ReceiveSpares() {
+  stop();
+}
+
+void ReceiveSpares::stop() {
+  std::thread thread;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->stop = true;
+    state_->wanted.clear();
+    thread.swap(state_->thread);
   }
   state_->wake.notify_all();
-  if (state_->thread.joinable()) state_->thread.join();
+  state_->idle.notify_all();
+  if (thread.joinable()) thread.join();
 }
 
 c10::DataPtr ReceiveSpares::take(int device, size_t bytes) {
@@ -72,12 +80,13 @@ void ReceiveSpares::hold(const std::vector<std::pair<int, size_t>>& received) {
   bool any = false;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->stop) return;
     for (const auto& r : received) {
       if (r.second < kMinBytes || r.second > state_->budget) continue;
       state_->wanted.push_back(r);
       any = true;
     }
-    if (any && !state_->thread.joinable() && !state_->stop) {
+    if (any && !state_->thread.joinable()) {
       state_->thread = std::thread([state = state_] { state->run(); });
     }
   }

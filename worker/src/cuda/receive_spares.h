@@ -52,6 +52,9 @@ class ReceiveSpares {
   void hold(const std::vector<std::pair<int, size_t>>& received);
   // Returns once the thread has done what hold() asked so far (tests).
   void settle();
+  // Stops the thread (waits for an allocation in progress); hold() asks nothing
+  // from then on, take() still hands out what is held.
+  void stop();
 
   struct Stats {
     uint64_t taken = 0;   // receives that found a buffer
