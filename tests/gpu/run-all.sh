@@ -440,8 +440,12 @@ fi
 # Not part of `all`: the 400 MB CUDA round trip alone (issue 20), RT400_RUNS fresh runs
 # (default 3) per entry of VARIANTS (environment assignments joined by commas, "default"
 # for none; alternating), each beside the bound measured in the same process: the
-# copies on one stream of cuda:0, pulled both ways, and pushed both ways.
+# copies on one stream of cuda:0, pulled both ways, pushed both ways, and pulled through
+# as many stream hand-offs as ours; first, once, rpcjob-nvlink-floor.
 if [[ $stages == *" rt400 "* ]]; then
+  # The same round trip between two processes with nothing but the CUDA runtime
+  # (benchmarks/gpu/nvlink_floor.cc): what two processes cost before any of ours.
+  timeout 120 $B/tests/gpu/rpcjob-nvlink-floor 2>>"$L/rt400.err" | tee -a "$S"
   for round in $(seq 1 "${RT400_RUNS:-3}"); do
     for v in ${VARIANTS:-default}; do
       env=()
