@@ -1,18 +1,26 @@
 #pragma once
 // What the floor programs whose parties are forked processes share
-// (rpcjob-lane-floor, rpcjob-same-gpu-floor, rpcjob-recipe-floor): one block of
-// memory the parties see across fork(), and the wait for their exits.
+// (rpcjob-lane-floor, rpcjob-same-gpu-floor, rpcjob-recipe-floor,
+// rpcjob-nvlink-floor): one block of memory the parties see across fork(), the
+// wait for their exits, two parties run as processes or threads, and the GPU
+// floors' percentiles and arguments.
 // Header-only: the programs link different sets (the lane's ring, the CUDA
 // runtime, libtorch) and nothing else in common.
 
 #include <sys/mman.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace rpcjob::floor {
 
@@ -38,6 +46,68 @@ bool reap(const pid_t (&children)[N]) {
     ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }
   return ok;
+}
+
+// Runs party(0) and party(1) to the end: as two forked processes, each of which
+// exits 1 when `failed` is set and is killed after `alarmSeconds` (a party that
+// never gets its turn must not hang the run), or as two threads of this one.
+// Whether both ended with `failed` unset.
+template <class Party>
+bool runParties(bool processes, unsigned alarmSeconds, const std::atomic<int>& failed,
+                Party party) {
+  if (!processes) {
+    std::thread other([&] { party(1); });
+    party(0);
+    other.join();
+    return failed.load() == 0;
+  }
+  pid_t children[2];
+  for (int me = 0; me < 2; ++me) {
+    children[me] = fork();
+    if (children[me] == 0) {
+      alarm(alarmSeconds);
+      party(me);
+      std::fflush(stderr);
+      _exit(failed.load() ? 1 : 0);
+    }
+  }
+  return reap(children);
+}
+
+// The 10th, 50th and 90th percentiles of a measurement's samples.
+struct Spread {
+  double p10 = 0, p50 = 0, p90 = 0;
+};
+inline Spread spreadOf(std::vector<double> samples) {
+  if (samples.empty()) return {};
+  std::sort(samples.begin(), samples.end());
+  auto at = [&](double q) {
+    return samples[static_cast<size_t>(q * static_cast<double>(samples.size() - 1))];
+  };
+  return Spread{at(0.1), at(0.5), at(0.9)};
+}
+
+// The GPU floors' arguments, `--rounds N` (1..maxRounds) and `--json`, into
+// `rounds` (which holds the default) and `json`. False, with the usage said on
+// stderr, for anything else.
+inline bool parseRoundsAndJson(int argc, char** argv, const char* program, int maxRounds,
+                               int& rounds, bool& json) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--rounds" && i + 1 < argc) {
+      rounds = std::atoi(argv[++i]);
+    } else if (a == "--json") {
+      json = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--rounds N (1..%d)] [--json]\n", program, maxRounds);
+      return false;
+    }
+  }
+  if (rounds < 1 || rounds > maxRounds) {
+    std::fprintf(stderr, "%s: --rounds must be 1..%d\n", program, maxRounds);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace rpcjob::floor

@@ -45,6 +45,8 @@
 namespace {
 
 using rpcjob::floor::reap;
+using rpcjob::floor::Spread;
+using rpcjob::floor::spreadOf;
 
 constexpr int kMaxRounds = 10000;
 
@@ -178,39 +180,18 @@ void party(int me, Mode mode, size_t bytes, int warmup, int rounds, Shared* s) {
   cudaStreamDestroy(stream);
 }
 
-struct Result {
-  double p10 = 0, p50 = 0, p90 = 0;
-};
-
 // One measurement; false when a party failed.
-bool measure(Mode mode, size_t bytes, int rounds, Shared* s, Result& out) {
+bool measure(Mode mode, size_t bytes, int rounds, Shared* s, Spread& out) {
   s->turn.store(0);
   s->exported.store(0);
   s->finished.store(0);
   s->failed.store(0);
   const int warmup = 5;
-  if (mode == Mode::kProcesses) {
-    pid_t children[2];
-    for (int me = 0; me < 2; ++me) {
-      children[me] = fork();
-      if (children[me] == 0) {
-        alarm(120);  // a party that never gets its turn must not hang the run
-        party(me, mode, bytes, warmup, rounds, s);
-        std::fflush(stderr);
-        _exit(s->failed.load() ? 1 : 0);
-      }
-    }
-    if (!reap(children)) return false;
-  } else {
-    std::thread other([&] { party(1, mode, bytes, warmup, rounds, s); });
-    party(0, mode, bytes, warmup, rounds, s);
-    other.join();
-    if (s->failed.load()) return false;
+  if (!rpcjob::floor::runParties(mode == Mode::kProcesses, 120, s->failed,
+                                 [&](int me) { party(me, mode, bytes, warmup, rounds, s); })) {
+    return false;
   }
-  std::vector<double> v(s->roundTripUs, s->roundTripUs + rounds);
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))]; };
-  out = Result{at(0.1), at(0.5), at(0.9)};
+  out = spreadOf(std::vector<double>(s->roundTripUs, s->roundTripUs + rounds));
   return true;
 }
 
@@ -231,20 +212,8 @@ int probeDevices(Shared* s) {
 int main(int argc, char** argv) {
   int rounds = 50;
   bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--rounds" && i + 1 < argc) {
-      rounds = std::atoi(argv[++i]);
-    } else if (a == "--json") {
-      json = true;
-    } else {
-      std::fprintf(stderr, "usage: rpcjob-nvlink-floor [--rounds N (1..%d)] [--json]\n",
-                   kMaxRounds);
-      return 2;
-    }
-  }
-  if (rounds < 1 || rounds > kMaxRounds) {
-    std::fprintf(stderr, "--rounds must be 1..%d\n", kMaxRounds);
+  if (!rpcjob::floor::parseRoundsAndJson(argc, argv, "rpcjob-nvlink-floor", kMaxRounds, rounds,
+                                         json)) {
     return 2;
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -276,7 +245,7 @@ int main(int argc, char** argv) {
   // The processes first: the parent must not touch CUDA before it forks.
   for (Mode mode : {Mode::kProcesses, Mode::kThreads, Mode::kPlain}) {
     for (const Size& size : sizes) {
-      Result r;
+      Spread r;
       if (!measure(mode, size.bytes, size.rounds, s, r)) {
         std::fprintf(stderr, "rpcjob-nvlink-floor: %s/%s failed\n", name(mode), size.label);
         return 1;

@@ -49,6 +49,8 @@
 namespace {
 
 using rpcjob::floor::reap;
+using rpcjob::floor::Spread;
+using rpcjob::floor::spreadOf;
 
 constexpr size_t kCopyBytes = size_t{4} << 20;
 constexpr int kMaxRounds = 100000;
@@ -198,39 +200,18 @@ void party(int me, Step step, bool processes, int warmup, int rounds, Shared* s)
   }
 }
 
-struct Result {
-  double p10 = 0, p50 = 0, p90 = 0;
-};
-
 // Runs one measurement; false when a party failed.
-bool measure(Step step, bool processes, int rounds, Shared* s, Result& out) {
+bool measure(Step step, bool processes, int rounds, Shared* s, Spread& out) {
   s->turn.store(0);
   s->exported.store(0);
   s->eventsExported.store(0);
   s->failed.store(0);
   const int warmup = 200;
-  if (processes) {
-    pid_t children[2];
-    for (int me = 0; me < 2; ++me) {
-      children[me] = fork();
-      if (children[me] == 0) {
-        alarm(60);
-        party(me, step, true, warmup, rounds, s);
-        std::fflush(stderr);
-        _exit(s->failed.load() ? 1 : 0);
-      }
-    }
-    if (!reap(children)) return false;
-  } else {
-    std::thread other([&] { party(1, step, false, warmup, rounds, s); });
-    party(0, step, false, warmup, rounds, s);
-    other.join();
-    if (s->failed.load()) return false;
+  if (!rpcjob::floor::runParties(processes, 60, s->failed,
+                                 [&](int me) { party(me, step, processes, warmup, rounds, s); })) {
+    return false;
   }
-  std::vector<double> v(s->roundTripUs, s->roundTripUs + rounds);
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))]; };
-  out = Result{at(0.1), at(0.5), at(0.9)};
+  out = spreadOf(std::vector<double>(s->roundTripUs, s->roundTripUs + rounds));
   return true;
 }
 
@@ -315,20 +296,8 @@ double interference(bool poll, Shared* s) {
 int main(int argc, char** argv) {
   int rounds = 2000;
   bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--rounds" && i + 1 < argc) {
-      rounds = std::atoi(argv[++i]);
-    } else if (a == "--json") {
-      json = true;
-    } else {
-      std::fprintf(stderr, "usage: rpcjob-same-gpu-floor [--rounds N (1..%d)] [--json]\n",
-                   kMaxRounds);
-      return 2;
-    }
-  }
-  if (rounds < 1 || rounds > kMaxRounds) {
-    std::fprintf(stderr, "--rounds must be 1..%d\n", kMaxRounds);
+  if (!rpcjob::floor::parseRoundsAndJson(argc, argv, "rpcjob-same-gpu-floor", kMaxRounds, rounds,
+                                         json)) {
     return 2;
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);  // each line out as it is measured
@@ -363,7 +332,7 @@ int main(int argc, char** argv) {
   }
   for (bool processes : {true, false}) {
     for (Step step : steps) {
-      Result r;
+      Spread r;
       if (!measure(step, processes, rounds, s, r)) {
         std::fprintf(stderr, "%s/%s failed\n", processes ? "processes" : "threads", name(step));
         return 1;
