@@ -196,3 +196,38 @@ TEST(ReceiveSpares, AfterStopNothingMoreIsAllocatedButWhatIsHeldIsHandedOut) {
   EXPECT_TRUE(spares.take(0, 2 * kMiB));
   spares.stop();  // twice is fine
 }
+
+TEST(ReceiveSpares, AfterQuiesceTheNextHoldStartsAgain) {
+  Counting c;
+  ReceiveSpares spares(64 * kMiB, trackedAllocator(c));
+  spares.hold({{0, 2 * kMiB}});
+  spares.settle();
+  spares.quiesce();
+  EXPECT_EQ(spares.held(0, 2 * kMiB), 1u) << "what is held stays";
+  spares.hold({{0, 3 * kMiB}});
+  spares.settle();
+  EXPECT_EQ(spares.held(0, 3 * kMiB), 1u);
+  EXPECT_EQ(c.allocated, 2);
+}
+
+TEST(ReceiveSpares, QuiesceFromManyThreadsWhileHoldingNeitherHangsNorLeaksAThread) {
+  Counting c;
+  ReceiveSpares spares(1024 * kMiB, trackedAllocator(c));
+  std::atomic<bool> done{false};
+  std::thread holder([&] {
+    for (int i = 0; !done; ++i) spares.hold({{i % 2, (1 + i % 5) * kMiB}});
+  });
+  std::vector<std::thread> quiescers;
+  for (int t = 0; t < 4; ++t) {
+    quiescers.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) spares.quiesce();
+    });
+  }
+  for (auto& t : quiescers) t.join();
+  done = true;
+  holder.join();
+  spares.stop();
+  spares.hold({{0, 7 * kMiB}});
+  spares.settle();
+  EXPECT_EQ(spares.held(0, 7 * kMiB), 0u) << "stopped for good";
+}

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <iostream>
 
+#if RPCJOB_WITH_CUDA
+#include "cuda/cuda_serialization.h"
+#endif
 #include "release_later.h"
 #include "runtime_impl.h"
 
@@ -123,6 +126,11 @@ void RuntimeImpl::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline
     context_->close();
     context_->join();
   }
+#if RPCJOB_WITH_CUDA
+  // No more reads here: the held buffers' thread ends (another runtime's next
+  // receive starts it again), so none of ours is inside CUDA as the process exits.
+  cuda::quiesceReceiveSpares();
+#endif
   readHandoff_->stop();  // no read is handed over once the context is joined
   std::vector<Pending> failed;
   {

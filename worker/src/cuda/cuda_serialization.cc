@@ -101,6 +101,10 @@ ReceiveSpares& receiveSpares() {
   return *spares;
 }
 
+void quiesceReceiveSpares() {
+  receiveSpares().quiesce();
+}
+
 void holdReceiveBuffers(const IncomingMessage& in) {
   std::vector<std::pair<int, size_t>> received;
   for (size_t i = 0; i < in.streams.size() && i < in.tensors.size(); ++i) {

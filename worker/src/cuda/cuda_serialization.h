@@ -51,6 +51,8 @@ ReceiveSpares& receiveSpares();
 // After a message is dispatched: one buffer held ahead for each large CUDA
 // tensor it received (allocated on the spares' thread, not the caller's).
 void holdReceiveBuffers(const IncomingMessage& in);
+// A runtime shut down: the spares' thread ends until the next hold (quiesce()).
+void quiesceReceiveSpares();
 // decodeValue, before decoding: moves host-received tensors to their devices
 // and records one event per device on the receive streams into in.events.
 void finishRead(IncomingMessage& in);

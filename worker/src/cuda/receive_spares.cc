@@ -30,8 +30,10 @@ struct ReceiveSpares::State {
   uint64_t taken = 0;
   uint64_t missed = 0;
   bool busy = false;
-  bool stop = false;
-  std::thread thread;  // started by the first hold()
+  bool quit = false;     // the thread is to end (stop() or quiesce())
+  bool stopped = false;  // for good: no thread again
+  std::thread thread;    // started by a hold() that finds none
+  std::mutex ending;     // one stop() or quiesce() at a time
 
   void run();
   // One batch of requests; mu held on entry and exit, released while allocating.
@@ -43,21 +45,37 @@ ReceiveSpares::ReceiveSpares(size_t budget, Allocate allocate) : state_(std::mak
   state_->allocate = std::move(allocate);
 }
 
+// Ends the thread (after an allocation in progress) and drops what it was still
+// asked.
+void ReceiveSpares::endThread(State& state, bool forever) {
+  std::lock_guard<std::mutex> one(state.ending);
+  std::thread thread;
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    if (forever) state.stopped = true;
+    state.quit = true;
+    state.wanted.clear();
+    thread.swap(state.thread);
+  }
+  state.wake.notify_all();
+  if (thread.joinable()) thread.join();
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    state.quit = false;
+  }
+  state.idle.notify_all();
+}
+
 ReceiveSpares::~ReceiveSpares() {
   stop();
 }
 
 void ReceiveSpares::stop() {
-  std::thread thread;
-  {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    state_->stop = true;
-    state_->wanted.clear();
-    thread.swap(state_->thread);
-  }
-  state_->wake.notify_all();
-  state_->idle.notify_all();
-  if (thread.joinable()) thread.join();
+  endThread(*state_, true);
+}
+
+void ReceiveSpares::quiesce() {
+  endThread(*state_, false);
 }
 
 c10::DataPtr ReceiveSpares::take(int device, size_t bytes) {
@@ -80,7 +98,7 @@ void ReceiveSpares::hold(const std::vector<std::pair<int, size_t>>& received) {
   bool any = false;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
-    if (state_->stop) return;
+    if (state_->stopped || state_->quit) return;
     for (const auto& r : received) {
       if (r.second < kMinBytes || r.second > state_->budget) continue;
       state_->wanted.push_back(r);
@@ -96,7 +114,7 @@ void ReceiveSpares::hold(const std::vector<std::pair<int, size_t>>& received) {
 void ReceiveSpares::settle() {
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->idle.wait(lock,
-                    [&] { return state_->stop || (state_->wanted.empty() && !state_->busy); });
+                    [&] { return state_->quit || (state_->wanted.empty() && !state_->busy); });
 }
 
 ReceiveSpares::Stats ReceiveSpares::stats() const {
@@ -114,8 +132,8 @@ size_t ReceiveSpares::held(int device, size_t bytes) const {
 void ReceiveSpares::State::run() {
   std::unique_lock<std::mutex> lock(mu);
   while (true) {
-    wake.wait(lock, [&] { return stop || !wanted.empty(); });
-    if (stop) break;
+    wake.wait(lock, [&] { return quit || !wanted.empty(); });
+    if (quit) break;
     std::vector<std::pair<int, size_t>> batch;
     batch.swap(wanted);
     busy = true;
@@ -137,7 +155,7 @@ void ReceiveSpares::State::serve(std::unique_lock<std::mutex>& lock,
     auto have = static_cast<size_t>(std::count_if(held.begin(), held.end(), [&](const Held& h) {
       return h.device == device && h.bytes == bytes;
     }));
-    for (; have < count && !stop; ++have) {
+    for (; have < count && !quit; ++have) {
       // Room first: other sizes go, oldest first.
       while (heldBytes + bytes > budget) {
         auto oldest = held.end();

@@ -55,6 +55,9 @@ class ReceiveSpares {
   // Stops the thread (waits for an allocation in progress); hold() asks nothing
   // from then on, take() still hands out what is held.
   void stop();
+  // The same until the next hold(), which starts a thread again: a runtime that
+  // shuts down leaves no thread of ours inside CUDA while the process exits.
+  void quiesce();
 
   struct Stats {
     uint64_t taken = 0;   // receives that found a buffer
@@ -68,6 +71,8 @@ class ReceiveSpares {
 
  private:
   struct State;
+  // stop() and quiesce(): a later hold() starts a thread again unless `forever`.
+  static void endThread(State& state, bool forever);
   std::shared_ptr<State> state_;
 };
 
