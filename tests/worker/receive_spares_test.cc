@@ -231,3 +231,22 @@ TEST(ReceiveSpares, QuiesceFromManyThreadsWhileHoldingNeitherHangsNorLeaksAThrea
   spares.settle();
   EXPECT_EQ(spares.held(0, 7 * kMiB), 0u) << "stopped for good";
 }
+
+TEST(ReceiveSpares, TheBudgetFromTheEnvironmentIsDecimalBytesOrTheDefaultWithAReason) {
+  std::string problem;
+  EXPECT_EQ(ReceiveSpares::budgetFrom(nullptr, problem), ReceiveSpares::kDefaultBudget);
+  EXPECT_EQ(ReceiveSpares::budgetFrom("", problem), ReceiveSpares::kDefaultBudget);
+  EXPECT_EQ(ReceiveSpares::budgetFrom("0", problem), 0u);
+  EXPECT_EQ(ReceiveSpares::budgetFrom("1048576", problem), 1048576u);
+  EXPECT_EQ(problem, "");
+  for (const char* bad : {"abc", "-1", "1e9", " 5", "5 ", "1GiB", "0x10"}) {
+    problem.clear();
+    EXPECT_EQ(ReceiveSpares::budgetFrom(bad, problem), ReceiveSpares::kDefaultBudget) << bad;
+    EXPECT_NE(problem.find("decimal digits"), std::string::npos) << bad << ": " << problem;
+    EXPECT_NE(problem.find(bad), std::string::npos) << "names the value: " << problem;
+  }
+  problem.clear();
+  EXPECT_EQ(ReceiveSpares::budgetFrom("99999999999999999999999", problem),
+            ReceiveSpares::kDefaultBudget);
+  EXPECT_NE(problem.find("this machine can hold"), std::string::npos) << problem;
+}

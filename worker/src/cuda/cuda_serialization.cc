@@ -63,17 +63,11 @@ c10::cuda::CUDAStream allocationStream(c10::DeviceIndex device) {
 }
 
 size_t spareBudget() {
-  const char* env = std::getenv("RPCJOB_RECEIVE_SPARE_BYTES");
-  if (env == nullptr || *env == '\0') return ReceiveSpares::kDefaultBudget;
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(env, &end, 10);
-  if (*end != '\0' || env[0] == '-') {
-    std::cerr << "rpcjob: RPCJOB_RECEIVE_SPARE_BYTES='" << env
-              << "' is not a byte count; receive buffers held ahead stay at "
-              << ReceiveSpares::kDefaultBudget << " bytes\n";
-    return ReceiveSpares::kDefaultBudget;
-  }
-  return static_cast<size_t>(v);
+  std::string problem;
+  const size_t budget =
+      ReceiveSpares::budgetFrom(std::getenv("RPCJOB_RECEIVE_SPARE_BYTES"), problem);
+  if (!problem.empty()) std::cerr << "rpcjob: " << problem << "\n";
+  return budget;
 }
 
 // A tensor of `sizes` on a buffer held ahead, as at::empty would make it.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -39,6 +40,23 @@ struct ReceiveSpares::State {
   // One batch of requests; mu held on entry and exit, released while allocating.
   void serve(std::unique_lock<std::mutex>& lock, std::vector<std::pair<int, size_t>> batch);
 };
+
+size_t ReceiveSpares::budgetFrom(const char* value, std::string& problem) {
+  if (value == nullptr || *value == '\0') return kDefaultBudget;
+  size_t bytes = 0;
+  for (const char* c = value; *c != '\0'; ++c) {
+    const bool digit = *c >= '0' && *c <= '9';
+    const auto d = static_cast<size_t>(*c - '0');
+    if (!digit || bytes > (SIZE_MAX - d) / 10) {
+      problem = std::string("RPCJOB_RECEIVE_SPARE_BYTES='") + value + "' is not " +
+                (digit ? "a byte count this machine can hold" : "a byte count (decimal digits)") +
+                "; receive buffers held ahead stay at " + std::to_string(kDefaultBudget) + " bytes";
+      return kDefaultBudget;
+    }
+    bytes = bytes * 10 + d;
+  }
+  return bytes;
+}
 
 ReceiveSpares::ReceiveSpares(size_t budget, Allocate allocate) : state_(std::make_shared<State>()) {
   state_->budget = budget;

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -37,6 +38,11 @@ class ReceiveSpares {
   // allocation stream); runs on the spares' own thread. May throw (out of memory):
   // that size is then not held.
   using Allocate = std::function<c10::DataPtr(int device, size_t bytes)>;
+
+  // RPCJOB_RECEIVE_SPARE_BYTES's value: unset or empty, kDefaultBudget; else a
+  // count of bytes in decimal digits, or kDefaultBudget with `problem` saying why
+  // the value was not taken.
+  static size_t budgetFrom(const char* value, std::string& problem);
 
   ReceiveSpares(size_t budget, Allocate allocate);
   ~ReceiveSpares();  // stops the thread; what is held goes back to its allocator
