@@ -7,6 +7,7 @@
 // Header-only: the programs link different sets (the lane's ring, the CUDA
 // runtime, libtorch) and nothing else in common.
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -64,6 +65,14 @@ bool runParties(bool processes, unsigned alarmSeconds, const std::atomic<int>& f
   pid_t children[2];
   for (int me = 0; me < 2; ++me) {
     children[me] = fork();
+    if (children[me] < 0) {
+      std::perror("fork");
+      if (me == 1) {  // the first would wait for its peer until its alarm
+        kill(children[0], SIGKILL);
+        waitpid(children[0], nullptr, 0);
+      }
+      return false;
+    }
     if (children[me] == 0) {
       alarm(alarmSeconds);
       party(me);

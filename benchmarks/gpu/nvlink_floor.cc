@@ -67,7 +67,7 @@ const char* name(Mode m) {
 struct Shared {
   std::atomic<uint64_t> turn{0};  // 2r: party 0 starts round r; 2r+1: party 1 copies
   std::atomic<int> exported{0};   // parties whose buffer and event are published
-  std::atomic<int> finished{0};   // parties done with every round
+  std::atomic<int> finished{0};   // barriers passed by the parties at the end, two each
   std::atomic<int> failed{0};
   std::atomic<int> devices{-1};  // the probe's count
   cudaIpcMemHandle_t memory[2];
@@ -105,7 +105,8 @@ void party(int me, Mode mode, size_t bytes, int warmup, int rounds, Shared* s) {
       !check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream", s) ||
       !check(cudaEventCreateWithFlags(&ready, flags), "event", s) ||
       !check(cudaMalloc(&mine, bytes), "cudaMalloc", s) ||
-      !check(cudaMemset(mine, me + 1, bytes), "cudaMemset", s)) {
+      !check(cudaMemset(mine, me + 1, bytes), "cudaMemset", s) ||
+      !check(cudaDeviceSynchronize(), "cudaMemset's end", s)) {
     return;
   }
   if (processes) {
@@ -149,7 +150,10 @@ void party(int me, Mode mode, size_t bytes, int warmup, int rounds, Shared* s) {
       if (!awaitTurn(s, 2 * round + 2)) return;
       cudaStreamWaitEvent(stream, theirsReady, 0);
       cudaMemcpyAsync(mine, theirs, bytes, cudaMemcpyDeviceToDevice, stream);
-      if (!check(cudaStreamSynchronize(stream), "the copy back", s)) return;
+      if (!check(cudaGetLastError(), "the copy back", s) ||
+          !check(cudaStreamSynchronize(stream), "the copy back's end", s)) {
+        return;
+      }
       if (r >= warmup) {
         s->roundTripUs[r - warmup] =
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
@@ -166,15 +170,21 @@ void party(int me, Mode mode, size_t bytes, int warmup, int rounds, Shared* s) {
   }
   if (!check(cudaStreamSynchronize(stream), "the last copy", s)) return;
   // The other's stream may still wait on our event or read our buffer until it
-  // has synchronized too: nothing is freed before both have.
-  s->finished.fetch_add(1);
-  while (s->finished.load() < 2) {
-    if (s->failed.load()) return;
-  }
+  // has synchronized too, and its mapping of our buffer must be closed before
+  // the buffer is freed: two barriers.
+  const auto barrier = [&](int past) {
+    s->finished.fetch_add(1);
+    while (s->finished.load() < past) {
+      if (s->failed.load()) return false;
+    }
+    return true;
+  };
+  if (!barrier(2)) return;
   if (processes) {
     cudaIpcCloseMemHandle(theirs);
     cudaEventDestroy(theirsReady);
   }
+  if (!barrier(4)) return;
   cudaFree(mine);
   cudaEventDestroy(ready);
   cudaStreamDestroy(stream);
@@ -198,6 +208,10 @@ bool measure(Mode mode, size_t bytes, int rounds, Shared* s, Spread& out) {
 // The GPU count, asked in a child: the parent must not touch CUDA before it forks.
 int probeDevices(Shared* s) {
   pid_t child[1] = {fork()};
+  if (child[0] < 0) {
+    std::perror("rpcjob-nvlink-floor: fork");
+    return -1;
+  }
   if (child[0] == 0) {
     int n = 0;
     s->devices.store(cudaGetDeviceCount(&n) == cudaSuccess ? n : 0);
@@ -221,6 +235,7 @@ int main(int argc, char** argv) {
   auto* s = rpcjob::floor::newShared<Shared>("rpcjob-nvlink-floor");
   if (s == nullptr) return 1;
   const int devices = probeDevices(s);
+  if (devices < 0) return 1;
   if (devices < 2) {
     if (json) {
       std::printf("{\"skipped\": \"needs two GPUs, %d here\"}\n", devices);

@@ -203,11 +203,43 @@ TEST(ReceiveSpares, AfterQuiesceTheNextHoldStartsAgain) {
   spares.hold({{0, 2 * kMiB}});
   spares.settle();
   spares.quiesce();
-  EXPECT_EQ(spares.held(0, 2 * kMiB), 1u) << "what is held stays";
+  EXPECT_EQ(spares.held(0, 2 * kMiB), 0u) << "what was held went back";
+  EXPECT_EQ(spares.stats().heldBytes, 0u);
+  EXPECT_EQ(c.live, 0);
   spares.hold({{0, 3 * kMiB}});
   spares.settle();
   EXPECT_EQ(spares.held(0, 3 * kMiB), 1u);
   EXPECT_EQ(c.allocated, 2);
+}
+
+TEST(ReceiveSpares, ASizeTheBudgetCannotTakeCostsTheOthersNothing) {
+  Counting c;
+  ReceiveSpares spares(1000 * kMiB, trackedAllocator(c));
+  // Held: 600 and 300 MiB. A message of two 600 MiB tensors wants 1200: it cannot
+  // have them, so the 300 MiB one stays.
+  spares.hold({{0, 600 * kMiB}, {0, 300 * kMiB}});
+  spares.settle();
+  spares.hold({{0, 600 * kMiB}, {0, 600 * kMiB}});
+  spares.settle();
+  EXPECT_EQ(spares.held(0, 300 * kMiB), 1u);
+  EXPECT_EQ(spares.held(0, 600 * kMiB), 1u);
+  EXPECT_EQ(c.allocated, 2);
+}
+
+TEST(ReceiveSpares, AMessageOfTwoSizesOverTheBudgetKeepsWhatFitsAndChurnsNothing) {
+  Counting c;
+  ReceiveSpares spares(1024 * kMiB, trackedAllocator(c));
+  for (int message = 0; message < 5; ++message) {
+    spares.take(0, 300 * kMiB);
+    spares.take(0, 800 * kMiB);
+    spares.hold({{0, 300 * kMiB}, {0, 800 * kMiB}});
+    spares.settle();
+  }
+  // Each message's 300 MiB buffer is held and taken by the next; the 800 MiB one
+  // never fits beside it and never pushes it out.
+  EXPECT_EQ(spares.stats().taken, 4u);
+  EXPECT_EQ(c.allocated, 5);
+  EXPECT_EQ(spares.held(0, 300 * kMiB), 1u);
 }
 
 TEST(ReceiveSpares, QuiesceFromManyThreadsWhileHoldingNeitherHangsNorLeaksAThread) {

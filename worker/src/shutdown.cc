@@ -126,12 +126,13 @@ void RuntimeImpl::shutdown(ShutdownMode mode, std::chrono::milliseconds deadline
     context_->close();
     context_->join();
   }
+  readHandoff_->stop();  // no read is handed over once the context is joined
 #if RPCJOB_WITH_CUDA
-  // No more reads here: the held buffers' thread ends (another runtime's next
-  // receive starts it again), so none of ours is inside CUDA as the process exits.
+  // No more reads here (the hand-off ran what it held): the held buffers' thread
+  // ends and they go back (another runtime's next receive starts it again), so
+  // none of ours is inside CUDA, nor holding its memory, as the process exits.
   cuda::quiesceReceiveSpares();
 #endif
-  readHandoff_->stop();  // no read is handed over once the context is joined
   std::vector<Pending> failed;
   {
     std::lock_guard<SpinMutex> lock(pendingMu_);

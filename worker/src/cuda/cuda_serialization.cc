@@ -10,6 +10,7 @@
 #include <tensorpipe/tensorpipe.h>
 #include <tensorpipe/tensorpipe_cuda.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -70,11 +71,12 @@ size_t spareBudget() {
   return budget;
 }
 
-// A tensor of `sizes` on a buffer held ahead, as at::empty would make it.
+// A tensor of `sizes` on a buffer held ahead, as at::empty would make it
+// (resizable storage included: resize_ and out= ops work on received tensors).
 at::Tensor onHeldBuffer(c10::DataPtr ptr, size_t bytes, const std::vector<int64_t>& sizes,
                         c10::ScalarType dtype) {
   c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(ptr),
-                       c10::cuda::CUDACachingAllocator::get(), /*resizable=*/false);
+                       c10::cuda::CUDACachingAllocator::get(), /*resizable=*/true);
   at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
       std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CUDA),
       c10::scalarTypeToTypeMeta(dtype));
@@ -82,21 +84,28 @@ at::Tensor onHeldBuffer(c10::DataPtr ptr, size_t bytes, const std::vector<int64_
   return t;
 }
 
+// The process's instance once made (quiesceReceiveSpares() makes none).
+std::atomic<ReceiveSpares*> madeSpares{nullptr};
+
 }  // namespace
 
 ReceiveSpares& receiveSpares() {
-  // Never destroyed: its thread may still run while the process exits.
-  static auto* spares = new ReceiveSpares(spareBudget(), [](int device, size_t bytes) {
-    auto index = static_cast<c10::DeviceIndex>(device);
-    c10::cuda::CUDAGuard guard(index);
-    c10::cuda::CUDAStreamGuard onStream(allocationStream(index));
-    return c10::cuda::CUDACachingAllocator::get()->allocate(bytes);
-  });
+  // Never destroyed: what it holds goes back at each runtime's shutdown.
+  static auto* spares = [] {
+    auto* made = new ReceiveSpares(spareBudget(), [](int device, size_t bytes) {
+      auto index = static_cast<c10::DeviceIndex>(device);
+      c10::cuda::CUDAGuard guard(index);
+      c10::cuda::CUDAStreamGuard onStream(allocationStream(index));
+      return c10::cuda::CUDACachingAllocator::get()->allocate(bytes);
+    });
+    madeSpares.store(made);
+    return made;
+  }();
   return *spares;
 }
 
 void quiesceReceiveSpares() {
-  receiveSpares().quiesce();
+  if (ReceiveSpares* spares = madeSpares.load()) spares->quiesce();
 }
 
 void holdReceiveBuffers(const IncomingMessage& in) {

@@ -51,7 +51,8 @@ ReceiveSpares& receiveSpares();
 // After a message is dispatched: one buffer held ahead for each large CUDA
 // tensor it received (allocated on the spares' thread, not the caller's).
 void holdReceiveBuffers(const IncomingMessage& in);
-// A runtime shut down: the spares' thread ends until the next hold (quiesce()).
+// A runtime shut down: the spares' thread ends and what they hold goes back,
+// until the next hold (quiesce()); nothing when none were made.
 void quiesceReceiveSpares();
 // decodeValue, before decoding: moves host-received tensors to their devices
 // and records one event per device on the receive streams into in.events.

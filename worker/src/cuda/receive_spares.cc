@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace rpcjob::runtime::cuda {
@@ -64,8 +65,8 @@ ReceiveSpares::ReceiveSpares(size_t budget, Allocate allocate) : state_(std::mak
 }
 
 // Ends the thread (after an allocation in progress) and drops what it was still
-// asked.
-void ReceiveSpares::endThread(State& state, bool forever) {
+// asked; `release`: what is held goes back to its allocator too.
+void ReceiveSpares::endThread(State& state, bool forever, bool release) {
   std::lock_guard<std::mutex> one(state.ending);
   std::thread thread;
   {
@@ -77,9 +78,14 @@ void ReceiveSpares::endThread(State& state, bool forever) {
   }
   state.wake.notify_all();
   if (thread.joinable()) thread.join();
+  std::vector<Held> released;  // freed outside the lock: the allocator's own
   {
     std::lock_guard<std::mutex> lock(state.mu);
     state.quit = false;
+    if (release) {
+      released.swap(state.held);
+      state.heldBytes = 0;
+    }
   }
   state.idle.notify_all();
 }
@@ -89,11 +95,15 @@ ReceiveSpares::~ReceiveSpares() {
 }
 
 void ReceiveSpares::stop() {
-  endThread(*state_, true);
+  endThread(*state_, /*forever=*/true, /*release=*/false);
 }
 
 void ReceiveSpares::quiesce() {
-  endThread(*state_, false);
+  endThread(*state_, /*forever=*/false, /*release=*/true);
+}
+
+size_t ReceiveSpares::budget() const {
+  return state_->budget;
 }
 
 c10::DataPtr ReceiveSpares::take(int device, size_t bytes) {
@@ -123,7 +133,12 @@ void ReceiveSpares::hold(const std::vector<std::pair<int, size_t>>& received) {
       any = true;
     }
     if (any && !state_->thread.joinable()) {
-      state_->thread = std::thread([state = state_] { state->run(); });
+      try {
+        state_->thread = std::thread([state = state_] { state->run(); });
+      } catch (const std::system_error&) {
+        state_->wanted.clear();  // no thread to be had: the receives allocate as before
+        return;
+      }
     }
   }
   if (any) state_->wake.notify_one();
@@ -173,22 +188,23 @@ void ReceiveSpares::State::serve(std::unique_lock<std::mutex>& lock,
     auto have = static_cast<size_t>(std::count_if(held.begin(), held.end(), [&](const Held& h) {
       return h.device == device && h.bytes == bytes;
     }));
+    // Sizes this message did not ask for may go to make room, oldest first; none
+    // goes unless that makes room (else a size the budget cannot take would
+    // cost the others theirs, message after message).
+    const auto evictable = [&](const Held& h) { return want.count({h.device, h.bytes}) == 0; };
     for (; have < count && !quit; ++have) {
-      // Room first: other sizes go, oldest first.
+      size_t freeable = 0;
+      for (const Held& h : held) freeable += evictable(h) ? h.bytes : 0;
+      if (heldBytes - freeable + bytes > budget) break;
       while (heldBytes + bytes > budget) {
         auto oldest = held.end();
         for (auto it = held.begin(); it != held.end(); ++it) {
-          if ((it->device != device || it->bytes != bytes) &&
-              (oldest == held.end() || it->age < oldest->age)) {
-            oldest = it;
-          }
+          if (evictable(*it) && (oldest == held.end() || it->age < oldest->age)) oldest = it;
         }
-        if (oldest == held.end()) break;
         heldBytes -= oldest->bytes;
         released.push_back(std::move(oldest->ptr));
         held.erase(oldest);
       }
-      if (heldBytes + bytes > budget) break;
       heldBytes += bytes;  // reserved while allocating: only this thread adds
       lock.unlock();
       released.clear();

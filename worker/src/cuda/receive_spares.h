@@ -14,7 +14,10 @@
 // Memory: a process holds at most `budget` bytes this way (the process-wide
 // instance: RPCJOB_RECEIVE_SPARE_BYTES, default 1 GiB per process, 0 turns it
 // off), only for tensors of at least kMinBytes; a size that stops coming is given
-// back to the allocator, oldest first, when a newer one needs the room.
+// back to the allocator, oldest first, when a newer one needs the room, and all
+// of it when a runtime shuts down. Held buffers are allocated, so the caching
+// allocator cannot reclaim them when it runs out of memory: lower the budget
+// near a GPU's limit.
 //
 // Thread safety: every member may be called from any thread.
 #include <c10/core/Allocator.h>
@@ -61,9 +64,11 @@ class ReceiveSpares {
   // Stops the thread (waits for an allocation in progress); hold() asks nothing
   // from then on, take() still hands out what is held.
   void stop();
-  // The same until the next hold(), which starts a thread again: a runtime that
-  // shuts down leaves no thread of ours inside CUDA while the process exits.
+  // Ends the thread and gives back what is held, until the next hold(), which
+  // starts a thread again: a runtime that shuts down leaves no thread of ours
+  // inside CUDA while the process exits, and no GPU memory held for it.
   void quiesce();
+  size_t budget() const;
 
   struct Stats {
     uint64_t taken = 0;   // receives that found a buffer
@@ -77,8 +82,9 @@ class ReceiveSpares {
 
  private:
   struct State;
-  // stop() and quiesce(): a later hold() starts a thread again unless `forever`.
-  static void endThread(State& state, bool forever);
+  // stop() and quiesce(): a later hold() starts a thread again unless `forever`;
+  // `release`: what is held goes back to the allocator.
+  static void endThread(State& state, bool forever, bool release);
   std::shared_ptr<State> state_;
 };
 
