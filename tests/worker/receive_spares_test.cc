@@ -2,6 +2,8 @@
 // allocator of host memory that counts what it hands out and gets back.
 #include "cuda/receive_spares.h"
 
+#include <ATen/ops/empty.h>
+#include <c10/core/CPUAllocator.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -281,4 +283,25 @@ TEST(ReceiveSpares, TheBudgetFromTheEnvironmentIsDecimalBytesOrTheDefaultWithARe
   EXPECT_EQ(ReceiveSpares::budgetFrom("99999999999999999999999", problem),
             ReceiveSpares::kDefaultBudget);
   EXPECT_NE(problem.find("this machine can hold"), std::string::npos) << problem;
+}
+
+// What allocate() builds on a held buffer (here host memory from the CPU
+// allocator): the tensor at::empty would give, storage that grows included.
+TEST(ReceiveSpares, ATensorOnAHeldBufferIsAsAtEmptysAndGrows) {
+  c10::Allocator* cpu = c10::GetCPUAllocator();
+  const std::vector<int64_t> sizes{4, 6};
+  at::Tensor t = rpcjob::runtime::cuda::tensorOnBuffer(cpu->allocate(4 * 6 * sizeof(float)),
+                                                       4 * 6 * sizeof(float), sizes, at::kFloat,
+                                                       cpu, c10::DispatchKey::CPU);
+  at::Tensor e = at::empty(sizes, at::kFloat);
+  EXPECT_EQ(t.sizes(), e.sizes());
+  EXPECT_EQ(t.strides(), e.strides());
+  EXPECT_EQ(t.dtype(), e.dtype());
+  EXPECT_EQ(t.device(), e.device());
+  EXPECT_EQ(t.storage_offset(), 0);
+  EXPECT_EQ(t.nbytes(), e.nbytes());
+  t.fill_(2);
+  EXPECT_EQ(t.sum().item<float>(), 48.0f);
+  EXPECT_NO_THROW(t.resize_({100}));  // a fixed-size storage threw here
+  EXPECT_EQ(t.numel(), 100);
 }

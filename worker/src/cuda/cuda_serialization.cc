@@ -1,8 +1,6 @@
 #include "cuda_serialization.h"
 
 #include <ATen/ops/empty.h>
-#include <c10/core/ScalarTypeToTypeMeta.h>
-#include <c10/core/Storage.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -71,17 +69,11 @@ size_t spareBudget() {
   return budget;
 }
 
-// A tensor of `sizes` on a buffer held ahead, as at::empty would make it
-// (resizable storage included: resize_ and out= ops work on received tensors).
+// A tensor of `sizes` on a buffer held ahead, as at::empty would make it.
 at::Tensor onHeldBuffer(c10::DataPtr ptr, size_t bytes, const std::vector<int64_t>& sizes,
                         c10::ScalarType dtype) {
-  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(ptr),
-                       c10::cuda::CUDACachingAllocator::get(), /*resizable=*/true);
-  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CUDA),
-      c10::scalarTypeToTypeMeta(dtype));
-  t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
-  return t;
+  return tensorOnBuffer(std::move(ptr), bytes, sizes, dtype, c10::cuda::CUDACachingAllocator::get(),
+                        c10::DispatchKey::CUDA);
 }
 
 // The process's instance once made (quiesceReceiveSpares() makes none).

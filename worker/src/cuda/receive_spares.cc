@@ -1,5 +1,8 @@
 #include "receive_spares.h"
 
+#include <c10/core/ScalarTypeToTypeMeta.h>
+#include <c10/core/Storage.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
@@ -41,6 +44,16 @@ struct ReceiveSpares::State {
   // One batch of requests; mu held on entry and exit, released while allocating.
   void serve(std::unique_lock<std::mutex>& lock, std::vector<std::pair<int, size_t>> batch);
 };
+
+at::Tensor tensorOnBuffer(c10::DataPtr buffer, size_t bytes, const std::vector<int64_t>& sizes,
+                          c10::ScalarType dtype, c10::Allocator* allocator, c10::DispatchKey key) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(buffer), allocator,
+                       /*resizable=*/true);
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(key), c10::scalarTypeToTypeMeta(dtype));
+  t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  return t;
+}
 
 size_t ReceiveSpares::budgetFrom(const char* value, std::string& problem) {
   if (value == nullptr || *value == '\0') return kDefaultBudget;

@@ -20,6 +20,7 @@
 // near a GPU's limit.
 //
 // Thread safety: every member may be called from any thread.
+#include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
 
 #include <cstddef>
@@ -87,5 +88,11 @@ class ReceiveSpares {
   static void endThread(State& state, bool forever, bool release);
   std::shared_ptr<State> state_;
 };
+
+// A tensor of `sizes` and `dtype` on `buffer` (`bytes` of it, from `allocator`),
+// as at::empty makes one for `key`'s device: contiguous, offset 0, on storage
+// that grows (resize_, out= ops).
+at::Tensor tensorOnBuffer(c10::DataPtr buffer, size_t bytes, const std::vector<int64_t>& sizes,
+                          c10::ScalarType dtype, c10::Allocator* allocator, c10::DispatchKey key);
 
 }  // namespace rpcjob::runtime::cuda
