@@ -446,13 +446,13 @@ if [[ $stages == *" rt400 "* ]]; then
   # The same round trip between two processes with nothing but the CUDA runtime
   # (benchmarks/gpu/nvlink_floor.cc): what two processes cost before any of ours.
   timeout 120 $B/tests/gpu/rpcjob-nvlink-floor 2>>"$L/rt400.err" | tee -a "$S"
+  field() { grep -o "\"$1\": [0-9.]*" <<<"$line" | awk '{print $2}'; }  # of the run's $line
   for round in $(seq 1 "${RT400_RUNS:-3}"); do
     for v in ${VARIANTS:-default}; do
       env=()
       [[ $v != default ]] && IFS=',' read -r -a env <<<"$v"
       line=$(env "${env[@]}" RPCJOB_BENCH_ONLY=400mb timeout 120 $B/tests/gpu/rpcjob-gpu-bench \
         2>>"$L/rt400.err")
-      field() { grep -o "\"$1\": [0-9.]*" <<<"$line" | awk '{print $2}'; }
       ours=$(field rt400mb_ms) bound=$(field raw_rt400mb_ms)
       say "400 MB, $v, run $round: ours $ours ms ($(awk -v o="$ours" -v b="$bound" \
         'BEGIN { if (o > 0) printf "%.1f", 100 * b / o }') % of the bound $bound ms;" \

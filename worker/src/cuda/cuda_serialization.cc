@@ -69,13 +69,6 @@ size_t spareBudget() {
   return budget;
 }
 
-// A tensor of `sizes` on a buffer held ahead, as at::empty would make it.
-at::Tensor onHeldBuffer(c10::DataPtr ptr, size_t bytes, const std::vector<int64_t>& sizes,
-                        c10::ScalarType dtype) {
-  return tensorOnBuffer(std::move(ptr), bytes, sizes, dtype, c10::cuda::CUDACachingAllocator::get(),
-                        c10::DispatchKey::CUDA);
-}
-
 // The process's instance once made (quiesceReceiveSpares() makes none).
 std::atomic<ReceiveSpares*> madeSpares{nullptr};
 
@@ -219,7 +212,8 @@ std::string allocate(const void* descriptorTensor, const wire::TensorMeta& meta,
   c10::DataPtr held = d.length >= ReceiveSpares::kMinBytes ? receiveSpares().take(device, d.length)
                                                            : c10::DataPtr();
   if (held) {
-    t = onHeldBuffer(std::move(held), d.length, meta.sizes, dtype);
+    t = tensorOnBuffer(std::move(held), d.length, meta.sizes, dtype,
+                       c10::cuda::CUDACachingAllocator::get(), c10::DispatchKey::CUDA);
   } else {
     c10::cuda::CUDAStreamGuard guard(allocationStream(device));
     t = at::empty(meta.sizes, at::TensorOptions().dtype(dtype).device(c10::kCUDA, device));

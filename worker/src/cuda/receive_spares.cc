@@ -19,6 +19,7 @@ struct Held {
   size_t bytes;
   c10::DataPtr ptr;
   uint64_t age;  // when it was allocated: the oldest goes first
+  bool is(int d, size_t b) const { return device == d && bytes == b; }
 };
 }  // namespace
 
@@ -40,6 +41,11 @@ struct ReceiveSpares::State {
   std::thread thread;    // started by a hold() that finds none
   std::mutex ending;     // one stop() or quiesce() at a time
 
+  // Buffers of exactly `bytes` on `device` held now (mu held).
+  size_t countOf(int device, size_t bytes) const {
+    return static_cast<size_t>(std::count_if(held.begin(), held.end(),
+                                             [&](const Held& h) { return h.is(device, bytes); }));
+  }
   void run();
   // One batch of requests; mu held on entry and exit, released while allocating.
   void serve(std::unique_lock<std::mutex>& lock, std::vector<std::pair<int, size_t>> batch);
@@ -122,8 +128,8 @@ size_t ReceiveSpares::budget() const {
 c10::DataPtr ReceiveSpares::take(int device, size_t bytes) {
   std::lock_guard<std::mutex> lock(state_->mu);
   auto& held = state_->held;
-  auto it = std::find_if(held.begin(), held.end(),
-                         [&](const Held& h) { return h.device == device && h.bytes == bytes; });
+  auto it =
+      std::find_if(held.begin(), held.end(), [&](const Held& h) { return h.is(device, bytes); });
   if (it == held.end()) {
     if (bytes >= kMinBytes && state_->budget > 0) state_->missed++;
     return {};
@@ -170,9 +176,7 @@ ReceiveSpares::Stats ReceiveSpares::stats() const {
 
 size_t ReceiveSpares::held(int device, size_t bytes) const {
   std::lock_guard<std::mutex> lock(state_->mu);
-  return static_cast<size_t>(
-      std::count_if(state_->held.begin(), state_->held.end(),
-                    [&](const Held& h) { return h.device == device && h.bytes == bytes; }));
+  return state_->countOf(device, bytes);
 }
 
 void ReceiveSpares::State::run() {
@@ -198,9 +202,7 @@ void ReceiveSpares::State::serve(std::unique_lock<std::mutex>& lock,
   std::vector<c10::DataPtr> released;  // freed outside the lock: the allocator's own
   for (const auto& [key, count] : want) {
     const auto [device, bytes] = key;
-    auto have = static_cast<size_t>(std::count_if(held.begin(), held.end(), [&](const Held& h) {
-      return h.device == device && h.bytes == bytes;
-    }));
+    size_t have = countOf(device, bytes);
     // Sizes this message did not ask for may go to make room, oldest first; none
     // goes unless that makes room (else a size the budget cannot take would
     // cost the others theirs, message after message).
