@@ -81,7 +81,7 @@ std::vector<double> rawRoundTrips(const at::Tensor& x, int peer, int warmup, int
   auto second = firstOn == secondOn
                     ? first
                     : c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(secondOn));
-  // hopsBetween streams of the first copy's device and hopsAfter of cuda:0, each
+  // hopsBetween streams of the first copy's device and hopsAfter of the second's, each
   // waiting on the one before through an event: the stream hand-offs a round trip
   // through the runtime adds (receive -> current -> send stream at the worker,
   // receive -> current at the caller), with nothing else between the copies.
