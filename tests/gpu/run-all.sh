@@ -85,7 +85,7 @@ if want build; then
   head -c 6000 "$L/tp_headers.diff" 2>/dev/null
   (cmake --preset gpu -DRPCJOB_BUILD_OPERATOR=OFF -DTensorpipe_INCLUDE_DIR=$TORCH_DIR/include \
     -DRPCJOB_TENSORPIPE_EXTRA_INCLUDE_DIR=$TP >"$L/configure.log" 2>&1 &&
-    cmake --build $B -j32 --target rpcjob_gpu_test rpcjob_gpu_autograd_test rpcjob-gpu-bench rpcjob-same-gpu-floor rpcjob-recipe-floor \
+    cmake --build $B -j32 --target rpcjob_gpu_test rpcjob_gpu_autograd_test rpcjob-gpu-bench rpcjob-same-gpu-floor rpcjob-nvlink-floor rpcjob-recipe-floor \
       rpcjob-bench rpcjob-autograd-bench rpcjob-worker rpcjob rpcjob-launch >"$L/build.log" 2>&1) ||
     { grep -B5 -A25 -m3 "error" "$L/build.log" | head -120; tail -30 "$L/configure.log"; exit 1; }
   say "build ok ($((SECONDS - T0)) s)"

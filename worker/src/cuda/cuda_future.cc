@@ -3,7 +3,13 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+
+#include <mutex>
+#include <vector>
+
+#include "../spin_mutex.h"
 
 namespace rpcjob::runtime::cuda {
 namespace {
@@ -47,6 +53,40 @@ class CudaDeviceEvent final : public DeviceEvent {
   at::cuda::CUDAEvent event_;  // cudaEventDisableTiming
 };
 
+// Makes `later` wait for what is enqueued on `earlier` now (same device), with an
+// event from a per-device pool: cudaStreamWaitEvent takes the event's state when
+// it is called, so the event can be recorded again at once. An event of its own
+// per send (created, then destroyed) doubled the CUDA calls between a call and
+// its write: 11.3 us of a small CUDA call's pack-to-send against 5.6 (2 x H200).
+void orderAfter(const c10::cuda::CUDAStream& later, const c10::cuda::CUDAStream& earlier) {
+  struct Pool {
+    SpinMutex mu;
+    std::vector<cudaEvent_t> free;
+  };
+  // Never freed: a thread may send until the process exits.
+  static auto* pools = new std::vector<Pool>(static_cast<size_t>(deviceCount()));
+  const auto device = static_cast<size_t>(later.device_index());
+  cudaEvent_t event = nullptr;
+  Pool* pool = device < pools->size() ? &(*pools)[device] : nullptr;
+  if (pool != nullptr) {
+    std::lock_guard<SpinMutex> lock(pool->mu);
+    if (!pool->free.empty()) {
+      event = pool->free.back();
+      pool->free.pop_back();
+    }
+  }
+  c10::cuda::CUDAGuard guard(later.device_index());
+  if (event == nullptr) C10_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  C10_CUDA_CHECK(cudaEventRecord(event, earlier.stream()));
+  C10_CUDA_CHECK(cudaStreamWaitEvent(later.stream(), event, 0));
+  if (pool != nullptr) {
+    std::lock_guard<SpinMutex> lock(pool->mu);
+    pool->free.push_back(event);
+  } else {
+    C10_CUDA_CHECK(cudaEventDestroy(event));
+  }
+}
+
 }  // namespace
 
 int deviceCount() {
@@ -60,11 +100,8 @@ std::shared_ptr<DeviceEvent> recordEvent(const c10::cuda::CUDAStream& stream,
 }
 
 c10::cuda::CUDAStream sendStream(c10::DeviceIndex device) {
-  c10::cuda::CUDAGuard guard(device);
   auto stream = c10::cuda::getStreamFromPool(false, device);
-  at::cuda::CUDAEvent ready;
-  ready.record(c10::cuda::getCurrentCUDAStream(device));
-  ready.block(stream);
+  orderAfter(stream, c10::cuda::getCurrentCUDAStream(device));
   return stream;
 }
 

@@ -81,7 +81,11 @@ ReceiveSpares& receiveSpares() {
       auto index = static_cast<c10::DeviceIndex>(device);
       c10::cuda::CUDAGuard guard(index);
       c10::cuda::CUDAStreamGuard onStream(allocationStream(index));
-      return c10::cuda::CUDACachingAllocator::get()->allocate(bytes);
+      // Beside the call's own steps in a trace: does it overlap them?
+      trace::point("spares.allocating", bytes);
+      auto held = c10::cuda::CUDACachingAllocator::get()->allocate(bytes);
+      trace::point("spares.allocated", bytes);
+      return held;
     });
     madeSpares.store(made);
     return made;

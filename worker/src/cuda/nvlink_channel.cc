@@ -61,12 +61,17 @@ class DeviceScope {
  public:
   explicit DeviceScope(int device) {
     cudaGetDevice(&previous_);
-    if (previous_ != device) cudaSetDevice(device);
+    changed_ = previous_ != device;
+    if (changed_) cudaSetDevice(device);
   }
-  ~DeviceScope() { cudaSetDevice(previous_); }
+  // Nothing to restore when unchanged: one CUDA call fewer on every copy's path.
+  ~DeviceScope() {
+    if (changed_) cudaSetDevice(previous_);
+  }
 
  private:
   int previous_ = 0;
+  bool changed_ = false;
 };
 
 // One control message; fixed size, both ways.
