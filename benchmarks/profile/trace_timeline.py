@@ -2,6 +2,7 @@
 """Merges the RPCJOB_TRACE files of one run (worker/src/trace/trace.h) into one timeline.
 
 Usage: trace_timeline.py DIR [--between EVENT] [--from K] [--count C] [--show N] [--top N]
+                         [--step EVENT]
 
 The run is cut into windows between consecutive occurrences of EVENT in the
 process that records it most often (default autograd.released: one window per training
@@ -11,6 +12,11 @@ event (microseconds from the window's start, process and thread), then, over all
 windows, where the time goes: the gap before each event, keyed by the event before
 it and both processes, as a median per window, largest first. A gap is time in which
 no traced step happened: a wake-up, a transfer, a kernel, or code without a point.
+
+--step EVENT: also, per window, when EVENT first happens in it (any process), and the
+window's length less that: whether the window's length follows that step (the 400 MB
+CUDA round trip against nvlink.enqueued, the worker's copy on its stream: issue 20's
+front), with the correlation of the two over the windows.
 """
 import argparse
 import bisect
@@ -62,6 +68,7 @@ def main(argv):
     p.add_argument("--count", type=int, default=None)
     p.add_argument("--show", type=int, default=1)
     p.add_argument("--top", type=int, default=20)
+    p.add_argument("--step", default=None)
     a = p.parse_args(argv)
     events = load(a.dir)
     if not events:
@@ -100,7 +107,38 @@ def main(argv):
           "median where it occurs, windows with it):")
     for mean, median, count, key in rows[:a.top]:
         print(f"  {mean:8.1f} us  {median:8.1f} us  {count:4d}  {key}")
+    if a.step:
+        report_step(events, times, spans, a.step)
     return 0
+
+
+def report_step(events, times, spans, step):
+    rows = []
+    for start, end in spans:
+        inside = events[bisect.bisect_left(times, start):bisect.bisect_left(times, end)]
+        at = next(((e[0] - start) / 1e3 for e in inside if e[3] == step), None)
+        if at is not None:
+            rows.append(((end - start) / 1e3, at))
+    print(f"\nper window: its length, when '{step}' first happens in it, the length less that (us):")
+    if len(rows) < 2:
+        print(f"  '{step}' in {len(rows)} window(s): nothing to compare")
+        return
+    for length, at in rows:
+        print(f"  {length:9.1f}  {at:7.1f}  {length - at:9.1f}")
+    rest = [length - at for length, at in rows]
+    steps = [at for _, at in rows]
+    lengths = [length for length, _ in rows]
+    print(f"  {len(rows)} windows: '{step}' at {min(steps):.1f}-{max(steps):.1f} us, the rest "
+          f"{min(rest):.1f}-{max(rest):.1f} us (mean {statistics.mean(rest):.1f}); correlation "
+          f"of the length with the step: {correlation(lengths, steps):.2f}")
+
+
+def correlation(xs, ys):
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    return sxy / (sxx * syy) ** 0.5 if sxx > 0 and syy > 0 else float("nan")
 
 
 if __name__ == "__main__":

@@ -418,12 +418,15 @@ if [[ $stages == *" trace "* ]]; then
       RPCJOB_BENCH_BREAKDOWN=1 RPCJOB_BENCH_RECIPE_REPEAT=4 timeout 120 \
       $B/tests/gpu/rpcjob-gpu-bench >"$L/trace-$part.json" 2>"$L/trace-$part.err"
     say "traced $part rc=$?: $(cat "$L/trace-$part.json")"
-    between=call.send
+    between=call.send step=()
     if [[ $part == small ]]; then skip=300 count=2000; else skip=5 count=40; fi
     if [[ $part == recipe ]]; then between=autograd.released skip=24 count=40; fi
+    # 400 MB: does each round trip follow its front, the worker's copy on its stream?
+    if [[ $part == 400mb ]]; then between=call.pack step=(--step nvlink.enqueued); fi
     python3 benchmarks/profile/trace_timeline.py "$L/trace-$part" --between $between \
-      --from $skip --count $count --show 2 --top 25 >"$OUT/trace-$part.txt" 2>&1
+      --from $skip --count $count --show 2 --top 25 "${step[@]}" >"$OUT/trace-$part.txt" 2>&1
     sed -n '/where the time goes/,$p' "$OUT/trace-$part.txt" | head -16 | tee -a "$S"
+    ((${#step[@]})) && tail -1 "$OUT/trace-$part.txt" | tee -a "$S"
     # nvlink.ready is a step of the one-GPU protocol alone (nvlink_channel.h): on two
     # GPUs the pair must use the cross-GPU one (until 9fcaf7e it did not).
     if ((GPUS > 1)); then
