@@ -491,11 +491,18 @@ TEST_F(ForgedRegion, TheGenuineRegionIsReadAndForgedOnesAreErrorsOnBothSides) {
   ASSERT_GE(good.regionFd, 0) << "the region's memfd was not found in /proc/self/fd";
   std::vector<char> into(1 << 20, 0);
   const uint64_t shared = runtime::channels::mtCmaCounters().sharedReads;
+  const runtime::HostReceivePaths paths = runtime::hostReceivePaths();
   Outcome ok = deliver(good, into.data());
   EXPECT_EQ(ok.recvError, "");
   EXPECT_EQ(ok.ackStatus, 0u);
   EXPECT_EQ(std::memcmp(into.data(), static_cast<const char*>(region.data_ptr()) + 4096, 8192), 0);
   EXPECT_EQ(runtime::channels::mtCmaCounters().sharedReads, shared + 1);
+  // The public counts (what rpcjob-bench reports a round trip's path by) say the same.
+  const runtime::HostReceivePaths after = runtime::hostReceivePaths();
+  EXPECT_EQ(after.sharedReads, paths.sharedReads + 1);
+  EXPECT_EQ(after.sharedBytes, paths.sharedBytes + 8192);
+  EXPECT_EQ(after.cmaReads, paths.cmaReads);
+  EXPECT_EQ(after.pushedReads, paths.pushedReads);
 
   const int devNull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   struct Case {

@@ -83,6 +83,12 @@ def check_bench_with_floor(bench, floor):
              f"tp_transport {j.get('tp_transport')!r}")
     if not j.get("tp_rtt_4mb_ms") and j.get("tp_rtt_4mb_ms") is not None:
         fail(f"rpcjob-bench: tp_rtt_4mb_ms = {j['tp_rtt_4mb_ms']!r}")
+    # The 4 MB replies come from the worker's arena (its received tensor lands there) and
+    # are read with memcpy; process_vm_readv here would mean the arena was not used.
+    # --no-large: no 400 MB round trip, so no path for it.
+    if j.get("path_4mb") != "arena" or j.get("path_400mb") != "":
+        fail(f"rpcjob-bench: path_4mb {j.get('path_4mb')!r} (want 'arena'), "
+             f"path_400mb {j.get('path_400mb')!r} (want '' with --no-large)")
     print(f"ok: rpcjob-bench beside the floor: ours {j['small_rtt_p50_us']} us, "
           f"TensorPipe alone {j['tp_small_rtt_p50_us']} us at p50")
     check_bench_without(bench, "--floor", "rpcjob-tp-floor",

@@ -55,21 +55,44 @@ double tensorRtt(Runtime& rt, const std::string& peer, const at::Tensor& tensor,
   return percentile(times, 0.5);
 }
 
+// PairResult::path4mb's words for the receives between two readings.
+std::string receivePath(const runtime::HostReceivePaths& before,
+                        const runtime::HostReceivePaths& after) {
+  const uint64_t arena =
+      after.sharedReads - before.sharedReads + after.pushedReads - before.pushedReads;
+  const uint64_t cma = after.cmaReads - before.cmaReads;
+  if (arena == 0 && cma == 0) return "";
+  if (cma == 0) return "arena";
+  if (arena == 0) return "process_vm_readv";
+  return "mixed: " + std::to_string(arena) + " arena, " + std::to_string(cma) + " process_vm_readv";
+}
+
 std::string hostOf(const std::string& address) {
   return address.substr(0, address.rfind(':'));
 }
 
 c10::IValue encode(const PairResult& r) {
-  std::vector<c10::IValue> f = {r.from,           r.peer,
-                                r.pass,           r.channel,
-                                r.transport,      r.measured,
-                                r.note,           r.smallRttP50Us,
-                                r.smallRttP99Us,  r.asyncCallsPerS,
-                                r.rtt4mbMs,       r.rtt400mbMs,
-                                r.gbps400mb,      r.functionCallP50Us,
-                                r.proxyCallP50Us, r.asyncBatchedCallsPerS,
-                                r.rtt4mbSharedMs, r.rtt400mbSharedMs,
-                                r.gbps400mbShared};
+  std::vector<c10::IValue> f = {r.from,
+                                r.peer,
+                                r.pass,
+                                r.channel,
+                                r.transport,
+                                r.measured,
+                                r.note,
+                                r.smallRttP50Us,
+                                r.smallRttP99Us,
+                                r.asyncCallsPerS,
+                                r.rtt4mbMs,
+                                r.rtt400mbMs,
+                                r.gbps400mb,
+                                r.functionCallP50Us,
+                                r.proxyCallP50Us,
+                                r.asyncBatchedCallsPerS,
+                                r.rtt4mbSharedMs,
+                                r.rtt400mbSharedMs,
+                                r.gbps400mbShared,
+                                r.path4mb,
+                                r.path400mb};
   return c10::ivalue::Tuple::create(std::move(f));
 }
 
@@ -95,6 +118,8 @@ PairResult decode(const c10::IValue& v) {
   r.rtt4mbSharedMs = f.at(16).toDouble();
   r.rtt400mbSharedMs = f.at(17).toDouble();
   r.gbps400mbShared = f.at(18).toDouble();
+  r.path4mb = f.at(19).toStringRef();
+  r.path400mb = f.at(20).toStringRef();
   return r;
 }
 
@@ -242,11 +267,15 @@ PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& co
     if (shared && !runtime::isSharedHost(mid)) {
       throw std::runtime_error("useSharedHostAllocator() left a 4 MB tensor out of the arena");
     }
+    runtime::HostReceivePaths before = runtime::hostReceivePaths();
     (shared ? r.rtt4mbSharedMs : r.rtt4mbMs) =
         tensorRtt(rt, peer, mid, config.rtt4mbIterations) * 1e3;
+    if (!shared) r.path4mb = receivePath(before, runtime::hostReceivePaths());
     if (!config.large || only4mb) continue;
     at::Tensor big = at::ones({kFloats});
+    before = runtime::hostReceivePaths();
     double seconds = tensorRtt(rt, peer, big, config.rtt400mbIterations);
+    if (!shared) r.path400mb = receivePath(before, runtime::hostReceivePaths());
     (shared ? r.rtt400mbSharedMs : r.rtt400mbMs) = seconds * 1e3;
     (shared ? r.gbps400mbShared : r.gbps400mb) =
         2.0 * static_cast<double>(big.nbytes()) / seconds / 1e9;
@@ -506,6 +535,8 @@ std::string toJson(const std::vector<PairResult>& results) {
           << ",\"gbps_400mb\":" << r.gbps400mb << ",\"rtt_4mb_shared_ms\":" << r.rtt4mbSharedMs
           << ",\"rtt_400mb_shared_ms\":" << r.rtt400mbSharedMs
           << ",\"gbps_400mb_shared\":" << r.gbps400mbShared
+          << ",\"path_4mb\":" << jsonString(r.path4mb)
+          << ",\"path_400mb\":" << jsonString(r.path400mb)
           << ",\"function_call_p50_us\":" << r.functionCallP50Us
           << ",\"proxy_call_p50_us\":" << r.proxyCallP50Us;
     } else {

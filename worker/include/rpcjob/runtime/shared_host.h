@@ -26,6 +26,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace rpcjob::runtime {
 
@@ -56,5 +57,19 @@ void useSharedHostAllocator(size_t minBytes = kSharedHostAllocatorMinBytes);
 
 // The threshold in use, or 0 when useSharedHostAllocator() was not called.
 size_t sharedHostAllocatorMinBytes();
+
+// How this process's receives of host tensors from workers on its host moved
+// their bytes, counted since it started (successful receives over rpcjob_cma):
+// which path a transfer took, e.g. for a benchmark to say why a round trip ran at
+// process_vm_readv's speed rather than memory speed.
+struct HostReceivePaths {
+  uint64_t sharedReads = 0;  // memcpy from a mapping of the sender's region
+  uint64_t pushedReads = 0;  // the sender wrote into our region (a push)
+  uint64_t cmaReads = 0;     // process_vm_readv
+  uint64_t sharedBytes = 0;
+  uint64_t pushedBytes = 0;
+  uint64_t cmaBytes = 0;
+};
+HostReceivePaths hostReceivePaths();
 
 }  // namespace rpcjob::runtime

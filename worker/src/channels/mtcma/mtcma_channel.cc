@@ -6,6 +6,7 @@
 #include "../copy_context.h"
 #include "chunk_plan.h"
 #include "copy_pool.h"
+#include "rpcjob/runtime/shared_host.h"
 #include "wire_message.h"
 
 #include <sys/prctl.h>
@@ -489,3 +490,19 @@ MtCmaCounters mtCmaCounters() {
 }
 
 }  // namespace rpcjob::runtime::channels
+
+namespace rpcjob::runtime {
+
+HostReceivePaths hostReceivePaths() {
+  const channels::MtCmaCounters c = channels::mtCmaCounters();
+  HostReceivePaths p;
+  p.sharedReads = c.sharedReads;
+  p.pushedReads = c.pushedReads;
+  p.cmaReads = c.cmaReads;
+  p.sharedBytes = c.sharedBytes;
+  p.pushedBytes = c.pushedBytes;
+  p.cmaBytes = c.cmaBytes;
+  return p;
+}
+
+}  // namespace rpcjob::runtime
