@@ -495,14 +495,8 @@ namespace rpcjob::runtime {
 
 HostReceivePaths hostReceivePaths() {
   const channels::MtCmaCounters c = channels::mtCmaCounters();
-  HostReceivePaths p;
-  p.sharedReads = c.sharedReads;
-  p.pushedReads = c.pushedReads;
-  p.cmaReads = c.cmaReads;
-  p.sharedBytes = c.sharedBytes;
-  p.pushedBytes = c.pushedBytes;
-  p.cmaBytes = c.cmaBytes;
-  return p;
+  return HostReceivePaths{c.sharedReads, c.pushedReads, c.cmaReads,
+                          c.sharedBytes, c.pushedBytes, c.cmaBytes};
 }
 
 }  // namespace rpcjob::runtime
