@@ -27,7 +27,11 @@ OUT=${OUT:-$PWD/gpu-out}
 L=$PWD/gpu-logs
 mkdir -p "$OUT" "$L"
 export NCCL_NVLS_ENABLE=0
-export DEPS=$PWD/.gpudeps/root TORCH_DIR=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')
+DEPS=$PWD/.gpudeps/root
+# Apart from the export: a python3 without torch stops here, saying so, not later.
+TORCH_DIR=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))') ||
+  { echo "FATAL: python3 cannot import torch (the GPU machine's PyTorch)" | tee "$OUT/summary.txt" >&2; exit 1; }
+export DEPS TORCH_DIR
 export CMAKE_PREFIX_PATH=$DEPS/usr:$DEPS/usr/lib/x86_64-linux-gnu/cmake:$TORCH_DIR/share/cmake
 export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu:$TORCH_DIR/lib:${LD_LIBRARY_PATH:-}
 # Several stages in one call run in the script's order (build test e2e topology seeds pod bench).
