@@ -498,7 +498,7 @@ if [[ $stages == *" profile "* ]]; then
     for spin in ${SPINS:-default}; do
       [[ $spin == none ]] && continue
       env=()
-      [[ $spin != default ]] && env=(RPCJOB_SPIN_US=$spin)
+      [[ $spin != default ]] && env=("RPCJOB_SPIN_US=$spin")
       line=$(env "${env[@]}" RPCJOB_BENCH_ONLY=recipe RPCJOB_BENCH_RECIPE_REPEAT=4 timeout 120 \
         $B/tests/gpu/rpcjob-gpu-bench 2>"$L/profile-$spin-$round.err" |
         grep -o '"recipe_cuda_rpc_s": [0-9.]*')
