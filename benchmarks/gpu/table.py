@@ -114,10 +114,10 @@ def copy_bound(cpu, key):
         bound += (f"; process_vm_readv alone {cpu[f'rtt_{size}_cma_ms']:.{d}f} "
                   f"({cpu[f'cma{suffix}_gbps']:.1f} GB/s, {cpu[f'cma{suffix}_threads']} threads)")
         share += f" ({cpu[f'rtt_{size}_of_cma'] * 100:.0f} % of process_vm_readv)"
-    # How the replies were received (rpcjob-bench's path_4mb, path_400mb): the arena's
-    # memcpy, or process_vm_readv, which would explain a round trip at the latter's speed.
+    # How each leg moved its bytes (rpcjob-bench's path_4mb, path_400mb): memcpy (mapped,
+    # pushed) or process_vm_readv, which would explain a round trip at the latter's speed.
     if cpu.get(f"path_{size}"):
-        share += f" (replies by {cpu[f'path_{size}']})"
+        share += f" ({cpu[f'path_{size}']})"
     if size == "4mb" and cpu.get("rtt_4mb_pool_bound_ms"):
         bound += (f"; threads started beforehand {cpu['rtt_4mb_pool_bound_ms']:.{d}f} "
                   f"({cpu['memcpy_4mb_pool_gbps']:.1f} GB/s, {cpu['memcpy_4mb_pool_threads']} threads)")

@@ -128,9 +128,19 @@ def report_step(events, times, spans, step):
     rest = [length - at for length, at in rows]
     steps = [at for _, at in rows]
     lengths = [length for length, _ in rows]
-    print(f"  {len(rows)} windows: '{step}' at {min(steps):.1f}-{max(steps):.1f} us, the rest "
-          f"{min(rest):.1f}-{max(rest):.1f} us (mean {statistics.mean(rest):.1f}); correlation "
-          f"of the length with the step: {correlation(lengths, steps):.2f}")
+    # The slope: how many us of the window each us of the step costs (1: all of it).
+    # The length contains the step, so their correlation leans positive by itself; the
+    # step's correlation with the rest does not.
+    mx = statistics.mean(steps)
+    sxx = sum((x - mx) ** 2 for x in steps)
+    slope = (sum((x - mx) * (y - statistics.mean(lengths)) for x, y in zip(steps, lengths)) / sxx
+             if sxx > 0 else float("nan"))
+    missing = len(spans) - len(rows)
+    print(f"  {len(rows)} windows ({missing} without '{step}'): '{step}' at "
+          f"{min(steps):.1f}-{max(steps):.1f} us, the rest {min(rest):.1f}-{max(rest):.1f} us "
+          f"(mean {statistics.mean(rest):.1f}); the length's slope on the step {slope:.2f}, "
+          f"correlation {correlation(lengths, steps):.2f}; the rest's correlation with the step "
+          f"{correlation(steps, rest):.2f}")
 
 
 def correlation(xs, ys):

@@ -14,8 +14,9 @@ def fail(why):
     sys.exit(1)
 
 
-def run(argv, timeout=60):
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+def run(argv, timeout=60, env=None):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def one_json(r, who):
@@ -79,9 +80,10 @@ def expect_usage_errors(floor, argvs):
     print("ok: bad arguments are a usage error")
 
 
-def bench_json(bench, extra):
-    """rpcjob-bench --no-large --json plus `extra`: its exit code and its one JSON object."""
-    r = run([bench, "--no-large", "--json"] + extra, timeout=100)
+def bench_json(bench, extra, env=None):
+    """rpcjob-bench --no-large --json plus `extra` (and `env` added to the environment): its
+    exit code and its one JSON object."""
+    r = run([bench, "--no-large", "--json"] + extra, timeout=100, env=env)
     return r.returncode, one_json(r, f"rpcjob-bench {extra}")
 
 

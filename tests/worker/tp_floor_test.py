@@ -73,6 +73,26 @@ BOUND_KEYS = ["rtt_4mb_bound_ms", "rtt_4mb_of_bound", "memcpy_4mb_gbps", "memcpy
               "rtt_4mb_shared_of_pingpong_bound"]
 
 
+def check_paths(bench, floor, j):
+    """How the 4 MB round trip moved its bytes (path_4mb): the request pushed into the worker's
+    arena (a received tensor of 4 MiB lands there), the reply read from it with memcpy; with
+    the push off (RPCJOB_MTCMA_PUSH=0) the request goes by process_vm_readv. --no-large: no
+    400 MB round trip, no path for it. Only where rpcjob_cma carries the pair."""
+    if j.get("channel") != "rpcjob_cma":
+        print(f"skipped: the copy paths (the pair's channel is {j.get('channel')!r})")
+        return
+    want = "request pushed, reply mapped"
+    if j.get("path_4mb") != want or j.get("path_400mb") != "":
+        fail(f"rpcjob-bench: path_4mb {j.get('path_4mb')!r} (want {want!r}), "
+             f"path_400mb {j.get('path_400mb')!r} (want '' with --no-large)")
+    code, off = bench_json(bench, ["--floor", floor], env={"RPCJOB_MTCMA_PUSH": "0"})
+    want_off = "request process_vm_readv, reply mapped"
+    if code != 0 or off.get("path_4mb") != want_off:
+        fail(f"rpcjob-bench, push off: exit code {code}, path_4mb {off.get('path_4mb')!r} "
+             f"(want {want_off!r})")
+    print(f"ok: the 4 MB round trip's paths: {want!r}; push off: {want_off!r}")
+
+
 def check_bench_with_floor(bench, floor):
     code, j = bench_json(bench, ["--floor", floor])
     if code != 0:
@@ -83,12 +103,7 @@ def check_bench_with_floor(bench, floor):
              f"tp_transport {j.get('tp_transport')!r}")
     if not j.get("tp_rtt_4mb_ms") and j.get("tp_rtt_4mb_ms") is not None:
         fail(f"rpcjob-bench: tp_rtt_4mb_ms = {j['tp_rtt_4mb_ms']!r}")
-    # The 4 MB replies come from the worker's arena (its received tensor lands there) and
-    # are read with memcpy; process_vm_readv here would mean the arena was not used.
-    # --no-large: no 400 MB round trip, so no path for it.
-    if j.get("path_4mb") != "arena" or j.get("path_400mb") != "":
-        fail(f"rpcjob-bench: path_4mb {j.get('path_4mb')!r} (want 'arena'), "
-             f"path_400mb {j.get('path_400mb')!r} (want '' with --no-large)")
+    check_paths(bench, floor, j)
     print(f"ok: rpcjob-bench beside the floor: ours {j['small_rtt_p50_us']} us, "
           f"TensorPipe alone {j['tp_small_rtt_p50_us']} us at p50")
     check_bench_without(bench, "--floor", "rpcjob-tp-floor",

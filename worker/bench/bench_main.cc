@@ -546,8 +546,8 @@ int main(int argc, char** argv) {
               << ", \"proxy_call_p50_us\": " << field(result, "proxy_call_p50_us");
     std::cout << ", \"channel\": \"" << stringField(result, "channel") << "\", \"transport\": \""
               << stringField(result, "transport") << "\"";
-    // Which way the replies' bytes went (shared_host.h's hostReceivePaths): a
-    // 400 MB round trip at process_vm_readv's speed says why here.
+    // Which way each leg's bytes went (pair_bench.h's PairResult::path4mb): a
+    // 400 MB round trip at process_vm_readv's speed says which leg took it.
     std::cout << ", \"path_4mb\": \"" << stringField(result, "path_4mb") << "\", \"path_400mb\": \""
               << stringField(result, "path_400mb") << "\"";
     std::cout << ", \"rtt_4mb_bound_ms\": " << bound4Ms << ", \"rtt_4mb_of_bound\": " << ofBound4
@@ -593,7 +593,7 @@ int main(int argc, char** argv) {
         "(memcpy, %d thread(s); a round trip copies the bytes twice); ours: %.0f %% of it\n",
         boundMs, copy.gbps, copy.threads, ofBound * 100);
   }
-  std::printf("the replies' bytes went by: 4 MB %s, 400 MB %s\n",
+  std::printf("copy paths: 4 MB %s; 400 MB %s\n",
               stringField(result, "path_4mb").c_str(), stringField(result, "path_400mb").c_str());
   if (cmaMs > 0) {
     std::printf(

@@ -32,6 +32,7 @@ constexpr const char* kClose = "rpcjob.bench.close";
 constexpr const char* kAuto = "auto";
 constexpr const char* kEchoFunction = "rpcjob.bench.echo_function";
 constexpr const char* kEchoClass = "rpcjob.bench.Echo";
+constexpr const char* kReceivePaths = "rpcjob.bench.receive_paths";
 
 struct Echo {};
 
@@ -42,9 +43,45 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Median round trip in seconds of echoing `tensor`.
-double tensorRtt(Runtime& rt, const std::string& peer, const at::Tensor& tensor, int iterations) {
+// How one side's receives moved their bytes between two readings of its
+// hostReceivePaths(): "mapped" (memcpy from the sender's region), "pushed" (the
+// sender wrote into ours), "process_vm_readv", "mixed: ..." with the counts, or ""
+// for none (not over rpcjob_cma).
+std::string receivePath(const runtime::HostReceivePaths& before,
+                        const runtime::HostReceivePaths& after) {
+  const std::pair<const char*, uint64_t> kinds[] = {
+      {"mapped", after.sharedReads - before.sharedReads},
+      {"pushed", after.pushedReads - before.pushedReads},
+      {"process_vm_readv", after.cmaReads - before.cmaReads}};
+  std::string only, mixed;
+  int seen = 0;
+  for (const auto& [name, count] : kinds) {
+    if (count == 0) continue;
+    ++seen;
+    only = name;
+    mixed += (mixed.empty() ? "mixed: " : ", ") + std::to_string(count) + " " + name;
+  }
+  return seen > 1 ? mixed : only;
+}
+
+runtime::HostReceivePaths peerReceivePaths(Runtime& rt, const std::string& peer) {
+  const auto t = rt.rpcSync(peer, kReceivePaths, {}).toTupleRef().elements();
+  runtime::HostReceivePaths p;
+  p.sharedReads = static_cast<uint64_t>(t.at(0).toInt());
+  p.pushedReads = static_cast<uint64_t>(t.at(1).toInt());
+  p.cmaReads = static_cast<uint64_t>(t.at(2).toInt());
+  return p;
+}
+
+// Median round trip in seconds of echoing `tensor`; `path` (when given): how
+// the requests and the replies were received (PairResult::path4mb).
+double tensorRtt(Runtime& rt, const std::string& peer, const at::Tensor& tensor, int iterations,
+                 std::string* path = nullptr) {
   rt.rpcSync(peer, runtime::kBuiltinEcho, {tensor});  // warm-up: allocator, pages
+  // After the warm-up, whose first-time paths are not the figure's.
+  const runtime::HostReceivePaths mine = runtime::hostReceivePaths();
+  const runtime::HostReceivePaths theirs =
+      path != nullptr ? peerReceivePaths(rt, peer) : runtime::HostReceivePaths{};
   std::vector<double> times;
   for (int i = 0; i < iterations; ++i) {
     auto start = Clock::now();
@@ -52,19 +89,12 @@ double tensorRtt(Runtime& rt, const std::string& peer, const at::Tensor& tensor,
     times.push_back(secondsSince(start));
     if (back.toTensor().numel() != tensor.numel()) throw std::runtime_error("echo lost data");
   }
+  if (path != nullptr) {
+    const std::string request = receivePath(theirs, peerReceivePaths(rt, peer));
+    const std::string reply = receivePath(mine, runtime::hostReceivePaths());
+    *path = request.empty() && reply.empty() ? "" : "request " + request + ", reply " + reply;
+  }
   return percentile(times, 0.5);
-}
-
-// PairResult::path4mb's words for the receives between two readings.
-std::string receivePath(const runtime::HostReceivePaths& before,
-                        const runtime::HostReceivePaths& after) {
-  const uint64_t arena =
-      after.sharedReads - before.sharedReads + after.pushedReads - before.pushedReads;
-  const uint64_t cma = after.cmaReads - before.cmaReads;
-  if (arena == 0 && cma == 0) return "";
-  if (cma == 0) return "arena";
-  if (arena == 0) return "process_vm_readv";
-  return "mixed: " + std::to_string(arena) + " arena, " + std::to_string(cma) + " process_vm_readv";
 }
 
 std::string hostOf(const std::string& address) {
@@ -179,6 +209,13 @@ void registerProxyTargets(Runtime& rt) {
   // own cost: the object lookup and method dispatch.
   rt.registerFunction(kEchoFunction,
                       [](const runtime::CallInfo&, std::vector<c10::IValue> a) { return a.at(0); });
+  // This process's hostReceivePaths(): how a round trip's requests reached it.
+  rt.registerFunction(kReceivePaths, [](const runtime::CallInfo&, std::vector<c10::IValue>) {
+    const runtime::HostReceivePaths p = runtime::hostReceivePaths();
+    return c10::IValue(c10::ivalue::Tuple::create({static_cast<int64_t>(p.sharedReads),
+                                                   static_cast<int64_t>(p.pushedReads),
+                                                   static_cast<int64_t>(p.cmaReads)}));
+  });
   runtime::registerClass<Echo>(rt, kEchoClass)
       .constructor([](std::vector<c10::IValue>) { return std::make_shared<Echo>(); })
       .method("echo", [](Echo&, std::vector<c10::IValue> a) { return a.at(0); });
@@ -267,15 +304,12 @@ PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& co
     if (shared && !runtime::isSharedHost(mid)) {
       throw std::runtime_error("useSharedHostAllocator() left a 4 MB tensor out of the arena");
     }
-    runtime::HostReceivePaths before = runtime::hostReceivePaths();
     (shared ? r.rtt4mbSharedMs : r.rtt4mbMs) =
-        tensorRtt(rt, peer, mid, config.rtt4mbIterations) * 1e3;
-    if (!shared) r.path4mb = receivePath(before, runtime::hostReceivePaths());
+        tensorRtt(rt, peer, mid, config.rtt4mbIterations, shared ? nullptr : &r.path4mb) * 1e3;
     if (!config.large || only4mb) continue;
     at::Tensor big = at::ones({kFloats});
-    before = runtime::hostReceivePaths();
-    double seconds = tensorRtt(rt, peer, big, config.rtt400mbIterations);
-    if (!shared) r.path400mb = receivePath(before, runtime::hostReceivePaths());
+    double seconds =
+        tensorRtt(rt, peer, big, config.rtt400mbIterations, shared ? nullptr : &r.path400mb);
     (shared ? r.rtt400mbSharedMs : r.rtt400mbMs) = seconds * 1e3;
     (shared ? r.gbps400mbShared : r.gbps400mb) =
         2.0 * static_cast<double>(big.nbytes()) / seconds / 1e9;

@@ -72,12 +72,11 @@ struct PairResult {
   double rtt4mbSharedMs = 0;
   double rtt400mbSharedMs = 0;
   double gbps400mbShared = 0;
-  // How the caller received the replies of the plain 4 MB and 400 MB round trips
-  // (rpcjob/runtime/shared_host.h's hostReceivePaths): "arena" (memcpy, from the
-  // peer's region or pushed into ours), "process_vm_readv", "mixed: ..." with the
-  // counts, or "" when not measured or not over rpcjob_cma. A reply read with
-  // process_vm_readv means the peer's received tensor was not in its arena, and
-  // so the request went that way too.
+  // How the plain 4 MB and 400 MB round trips moved their bytes, each side's
+  // receives counted (rpcjob/runtime/shared_host.h's hostReceivePaths) after the
+  // warm-up: "request P, reply Q", each of "mapped" (memcpy from the sender's
+  // region), "pushed" (the sender memcpy'd into the receiver's), "process_vm_readv"
+  // or "mixed: ..." with the counts; "" when not measured or not over rpcjob_cma.
   std::string path4mb;
   std::string path400mb;
   // A registered function on the pool vs a method of a remote object through
