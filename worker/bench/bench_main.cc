@@ -593,8 +593,8 @@ int main(int argc, char** argv) {
         "(memcpy, %d thread(s); a round trip copies the bytes twice); ours: %.0f %% of it\n",
         boundMs, copy.gbps, copy.threads, ofBound * 100);
   }
-  std::printf("copy paths: 4 MB %s; 400 MB %s\n",
-              stringField(result, "path_4mb").c_str(), stringField(result, "path_400mb").c_str());
+  std::printf("copy paths: 4 MB %s; 400 MB %s\n", stringField(result, "path_4mb").c_str(),
+              stringField(result, "path_400mb").c_str());
   if (cmaMs > 0) {
     std::printf(
         "process_vm_readv alone (same run; rpcjob_cma's copy, not the bound): %.2f ms = 2 x "
