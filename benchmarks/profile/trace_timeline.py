@@ -2,7 +2,7 @@
 """Merges the RPCJOB_TRACE files of one run (worker/src/trace/trace.h) into one timeline.
 
 Usage: trace_timeline.py DIR [--between EVENT] [--from K] [--count C] [--show N] [--top N]
-                         [--step EVENT]
+                         [--step EVENT [--step-elsewhere]]
 
 The run is cut into windows between consecutive occurrences of EVENT in the
 process that records it most often (default autograd.released: one window per training
@@ -13,7 +13,8 @@ windows, where the time goes: the gap before each event, keyed by the event befo
 it and both processes, as a median per window, largest first. A gap is time in which
 no traced step happened: a wake-up, a transfer, a kernel, or code without a point.
 
---step EVENT: also, per window, when EVENT first happens in it (any process), and the
+--step EVENT: also, per window, when EVENT first happens in it (any process; with
+--step-elsewhere, only in the others than the one cutting the windows), and the
 window's length less that: whether the window's length follows that step (the 400 MB
 CUDA round trip against nvlink.enqueued, the worker's copy on its stream: issue 20's
 front), with the correlation of the two over the windows.
@@ -48,15 +49,18 @@ def labels(events):
     return procs, threads
 
 
-def windows(events, between):
-    marks = [e for e in events if e[3] == between]
-    if not marks:
-        return []
+def cutter(events, between):
+    """The process that records `between` most often: its events cut the windows."""
     counts = {}
-    for e in marks:
-        counts[e[1]] = counts.get(e[1], 0) + 1
-    first = max(counts, key=counts.get)
-    times = [e[0] for e in marks if e[1] == first]
+    for e in events:
+        if e[3] == between:
+            counts[e[1]] = counts.get(e[1], 0) + 1
+    return max(counts, key=counts.get) if counts else None
+
+
+def windows(events, between):
+    first = cutter(events, between)
+    times = [e[0] for e in events if e[3] == between and e[1] == first]
     return [(a, b) for a, b in zip(times, times[1:])]
 
 
@@ -69,6 +73,8 @@ def main(argv):
     p.add_argument("--show", type=int, default=1)
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--step", default=None)
+    p.add_argument("--step-elsewhere", action="store_true",
+                   help="the step only in processes other than the one that cuts the windows")
     a = p.parse_args(argv)
     events = load(a.dir)
     if not events:
@@ -108,18 +114,21 @@ def main(argv):
     for mean, median, count, key in rows[:a.top]:
         print(f"  {mean:8.1f} us  {median:8.1f} us  {count:4d}  {key}")
     if a.step:
-        report_step(events, times, spans, a.step)
+        skip = cutter(events, a.between) if a.step_elsewhere else None
+        report_step(events, times, spans, a.step, skip)
     return 0
 
 
-def report_step(events, times, spans, step):
+def report_step(events, times, spans, step, skip_pid=None):
     rows = []
     for start, end in spans:
         inside = events[bisect.bisect_left(times, start):bisect.bisect_left(times, end)]
-        at = next(((e[0] - start) / 1e3 for e in inside if e[3] == step), None)
+        at = next(((e[0] - start) / 1e3 for e in inside if e[3] == step and e[1] != skip_pid),
+                  None)
         if at is not None:
             rows.append(((end - start) / 1e3, at))
-    print(f"\nper window: its length, when '{step}' first happens in it, the length less that (us):")
+    print(f"\nper window: its length, when '{step}' first happens in it, "
+          "the length less that (us):")
     if len(rows) < 2:
         print(f"  '{step}' in {len(rows)} window(s): nothing to compare")
         return

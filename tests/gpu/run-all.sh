@@ -426,7 +426,7 @@ if [[ $stages == *" trace "* ]]; then
     if [[ $part == small ]]; then skip=300 count=2000; else skip=5 count=40; fi
     if [[ $part == recipe ]]; then between=autograd.released skip=24 count=40; fi
     # 400 MB: does each round trip follow its front, the worker's copy on its stream?
-    if [[ $part == 400mb ]]; then between=call.pack step=(--step nvlink.enqueued); fi
+    if [[ $part == 400mb ]]; then between=call.pack step=(--step nvlink.enqueued --step-elsewhere); fi
     python3 benchmarks/profile/trace_timeline.py "$L/trace-$part" --between $between \
       --from $skip --count $count --show 2 --top 25 "${step[@]}" >"$OUT/trace-$part.txt" 2>&1
     sed -n '/where the time goes/,$p' "$OUT/trace-$part.txt" | head -16 | tee -a "$S"
