@@ -37,7 +37,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "../floor/forked_parties.h"
@@ -50,15 +49,9 @@ using rpcjob::floor::spreadOf;
 
 constexpr int kMaxRounds = 10000;
 
-enum class Mode { kProcesses, kPlain };
-const char* name(Mode m) {
-  switch (m) {
-    case Mode::kProcesses:
-      return "processes";
-    case Mode::kPlain:
-      return "plain";
-  }
-  return "?";
+// The two modes (above): forked processes, or "plain", two threads of this one.
+const char* name(bool processes) {
+  return processes ? "processes" : "plain";
 }
 
 // In memory both parties see (MAP_SHARED before the fork in process mode).
@@ -70,7 +63,7 @@ struct Shared {
   std::atomic<int> devices{-1};  // the probe's count
   cudaIpcMemHandle_t memory[2];
   cudaIpcEventHandle_t events[2];
-  void* pointer[2];  // thread modes: the buffers and events themselves
+  void* pointer[2];  // plain mode: the buffers and events themselves
   cudaEvent_t threadEvents[2];
   double roundTripUs[kMaxRounds];
 };
@@ -90,10 +83,9 @@ bool awaitTurn(Shared* s, uint64_t want) {
   return true;
 }
 
-void party(int me, Mode mode, size_t bytes, int warmup, int rounds, Shared* s) {
-  const bool processes = mode == Mode::kProcesses;
+void party(int me, bool processes, size_t bytes, int warmup, int rounds, Shared* s) {
   const unsigned flags =
-      cudaEventDisableTiming | (mode == Mode::kPlain ? 0u : unsigned{cudaEventInterprocess});
+      cudaEventDisableTiming | (processes ? unsigned{cudaEventInterprocess} : 0u);
   cudaStream_t stream = nullptr;
   cudaEvent_t ready = nullptr;
   cudaEvent_t theirsReady = nullptr;
@@ -189,14 +181,14 @@ void party(int me, Mode mode, size_t bytes, int warmup, int rounds, Shared* s) {
 }
 
 // One measurement; false when a party failed.
-bool measure(Mode mode, size_t bytes, int rounds, Shared* s, Spread& out) {
+bool measure(bool processes, size_t bytes, int rounds, Shared* s, Spread& out) {
   s->turn.store(0);
   s->exported.store(0);
   s->finished.store(0);
   s->failed.store(0);
   const int warmup = 5;
-  if (!rpcjob::floor::runParties(mode == Mode::kProcesses, 120, s->failed,
-                                 [&](int me) { party(me, mode, bytes, warmup, rounds, s); })) {
+  if (!rpcjob::floor::runParties(processes, 120, s->failed,
+                                 [&](int me) { party(me, processes, bytes, warmup, rounds, s); })) {
     return false;
   }
   out = spreadOf(std::vector<double>(s->roundTripUs, s->roundTripUs + rounds));
@@ -256,22 +248,22 @@ int main(int argc, char** argv) {
     std::printf("%-6s %-10s %10s %10s %10s\n", "size", "mode", "p10", "p50", "p90");
   }
   // The processes first: the parent must not touch CUDA before it forks.
-  for (Mode mode : {Mode::kProcesses, Mode::kPlain}) {
+  for (bool processes : {true, false}) {
     for (const Size& size : sizes) {
       Spread r;
-      if (!measure(mode, size.bytes, size.rounds, s, r)) {
-        std::fprintf(stderr, "rpcjob-nvlink-floor: %s/%s failed\n", name(mode), size.label);
+      if (!measure(processes, size.bytes, size.rounds, s, r)) {
+        std::fprintf(stderr, "rpcjob-nvlink-floor: %s/%s failed\n", name(processes), size.label);
         return 1;
       }
       if (json) {
         char text[200];
-        const std::string key = std::string(name(mode)) + "_" + size.label;
+        const std::string key = std::string(name(processes)) + "_" + size.label;
         std::snprintf(
             text, sizeof(text), "%s\"%s_p50_us\": %.1f, \"%s_p10_us\": %.1f, \"%s_p90_us\": %.1f",
             out.size() > 1 ? ", " : "", key.c_str(), r.p50, key.c_str(), r.p10, key.c_str(), r.p90);
         out += text;
       } else {
-        std::printf("%-6s %-10s %10.1f %10.1f %10.1f\n", size.label, name(mode), r.p10, r.p50,
+        std::printf("%-6s %-10s %10.1f %10.1f %10.1f\n", size.label, name(processes), r.p10, r.p50,
                     r.p90);
       }
     }
