@@ -46,6 +46,12 @@ ReceiveSpares::Allocate trackedAllocator(Counting& c) {
   };
 }
 
+// A message received these: hold() asks the thread, settle() waits until it has.
+void holdNow(ReceiveSpares& spares, const std::vector<std::pair<int, size_t>>& received) {
+  spares.hold(received);
+  spares.settle();
+}
+
 }  // namespace
 
 TEST(ReceiveSpares, NothingHeldBeforeAMessageAsks) {
@@ -59,8 +65,7 @@ TEST(ReceiveSpares, NothingHeldBeforeAMessageAsks) {
 TEST(ReceiveSpares, TheNextReceiveOfASizeTakesTheBufferHeldForIt) {
   Counting c;
   ReceiveSpares spares(64 * kMiB, trackedAllocator(c));
-  spares.hold({{0, 4 * kMiB}});
-  spares.settle();
+  holdNow(spares, {{0, 4 * kMiB}});
   EXPECT_EQ(spares.stats().held, 1u);
   EXPECT_EQ(spares.stats().heldBytes, 4 * kMiB);
   EXPECT_FALSE(spares.take(1, 4 * kMiB)) << "another device";
@@ -80,8 +85,7 @@ TEST(ReceiveSpares, TheNextReceiveOfASizeTakesTheBufferHeldForIt) {
 TEST(ReceiveSpares, SmallSizesAreNotHeld) {
   Counting c;
   ReceiveSpares spares(64 * kMiB, trackedAllocator(c));
-  spares.hold({{0, ReceiveSpares::kMinBytes - 1}, {0, 4096}});
-  spares.settle();
+  holdNow(spares, {{0, ReceiveSpares::kMinBytes - 1}, {0, 4096}});
   EXPECT_EQ(c.allocated, 0);
   EXPECT_FALSE(spares.take(0, 4096));
   EXPECT_EQ(spares.stats().missed, 0u) << "small receives are not counted as misses";
@@ -90,11 +94,9 @@ TEST(ReceiveSpares, SmallSizesAreNotHeld) {
 TEST(ReceiveSpares, AMessageWithASizeTwiceHoldsTwoAndNoMoreWhenItComesAgain) {
   Counting c;
   ReceiveSpares spares(64 * kMiB, trackedAllocator(c));
-  spares.hold({{0, 2 * kMiB}, {0, 2 * kMiB}, {1, 2 * kMiB}});
-  spares.settle();
+  holdNow(spares, {{0, 2 * kMiB}, {0, 2 * kMiB}, {1, 2 * kMiB}});
   EXPECT_EQ(spares.stats().held, 3u);
-  spares.hold({{0, 2 * kMiB}, {0, 2 * kMiB}});  // none taken in between: none added
-  spares.settle();
+  holdNow(spares, {{0, 2 * kMiB}, {0, 2 * kMiB}});  // none taken in between: none added
   EXPECT_EQ(spares.stats().held, 3u);
   EXPECT_EQ(spares.held(0, 2 * kMiB), 2u);
   EXPECT_EQ(spares.held(1, 2 * kMiB), 1u);
@@ -108,13 +110,10 @@ TEST(ReceiveSpares, AMessageWithASizeTwiceHoldsTwoAndNoMoreWhenItComesAgain) {
 TEST(ReceiveSpares, TheBudgetGivesBackTheOldestOtherSizeFirst) {
   Counting c;
   ReceiveSpares spares(10 * kMiB, trackedAllocator(c));
-  spares.hold({{0, 4 * kMiB}});
-  spares.settle();
-  spares.hold({{0, 3 * kMiB}});
-  spares.settle();
+  holdNow(spares, {{0, 4 * kMiB}});
+  holdNow(spares, {{0, 3 * kMiB}});
   EXPECT_EQ(spares.stats().heldBytes, 7 * kMiB);
-  spares.hold({{0, 5 * kMiB}});  // 12 MiB would be over: the 4 MiB one (oldest) goes
-  spares.settle();
+  holdNow(spares, {{0, 5 * kMiB}});  // 12 MiB would be over: the 4 MiB one (oldest) goes
   EXPECT_EQ(spares.stats().heldBytes, 8 * kMiB);
   EXPECT_EQ(c.live, 2);
   EXPECT_FALSE(spares.take(0, 4 * kMiB));
@@ -126,8 +125,7 @@ TEST(ReceiveSpares, ASizeOverTheBudgetIsNeverHeld) {
   Counting c;
   ReceiveSpares spares(8 * kMiB, trackedAllocator(c));
   spares.hold({{0, 2 * kMiB}});
-  spares.hold({{0, 9 * kMiB}});
-  spares.settle();
+  holdNow(spares, {{0, 9 * kMiB}});
   EXPECT_EQ(c.allocated, 1);
   EXPECT_TRUE(spares.take(0, 2 * kMiB)) << "what fit is kept";
 }
@@ -135,8 +133,7 @@ TEST(ReceiveSpares, ASizeOverTheBudgetIsNeverHeld) {
 TEST(ReceiveSpares, ABudgetOfZeroTurnsItOff) {
   Counting c;
   ReceiveSpares spares(0, trackedAllocator(c));
-  spares.hold({{0, 2 * kMiB}});
-  spares.settle();
+  holdNow(spares, {{0, 2 * kMiB}});
   EXPECT_EQ(c.allocated, 0);
   EXPECT_FALSE(spares.take(0, 2 * kMiB));
   EXPECT_EQ(spares.stats().missed, 0u);
@@ -146,8 +143,7 @@ TEST(ReceiveSpares, AnAllocationThatFailsLeavesTheReceiveToAllocateAsBefore) {
   Counting c;
   c.failAbove = 3 * kMiB;
   ReceiveSpares spares(64 * kMiB, trackedAllocator(c));
-  spares.hold({{0, 4 * kMiB}, {0, 2 * kMiB}});
-  spares.settle();
+  holdNow(spares, {{0, 4 * kMiB}, {0, 2 * kMiB}});
   EXPECT_FALSE(spares.take(0, 4 * kMiB));
   EXPECT_TRUE(spares.take(0, 2 * kMiB)) << "the other size of the message is held";
   EXPECT_EQ(spares.stats().heldBytes, 0u) << "nothing reserved for the failed one";
@@ -157,8 +153,7 @@ TEST(ReceiveSpares, WhatIsHeldGoesBackWhenTheSparesGo) {
   Counting c;
   {
     ReceiveSpares spares(64 * kMiB, trackedAllocator(c));
-    spares.hold({{0, 2 * kMiB}, {1, 3 * kMiB}});
-    spares.settle();
+    holdNow(spares, {{0, 2 * kMiB}, {1, 3 * kMiB}});
     EXPECT_EQ(c.live, 2);
   }
   EXPECT_EQ(c.live, 0);
@@ -169,8 +164,7 @@ TEST(ReceiveSpares, ManyThreadsTakeEachBufferOnce) {
   ReceiveSpares spares(1024 * kMiB, trackedAllocator(c));
   std::vector<std::pair<int, size_t>> sizes;
   for (int i = 0; i < 64; ++i) sizes.push_back({0, 2 * kMiB});
-  spares.hold(sizes);
-  spares.settle();
+  holdNow(spares, sizes);
   std::atomic<int> got{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
@@ -189,8 +183,7 @@ TEST(ReceiveSpares, ManyThreadsTakeEachBufferOnce) {
 TEST(ReceiveSpares, AfterStopNothingMoreIsAllocatedButWhatIsHeldIsHandedOut) {
   Counting c;
   ReceiveSpares spares(64 * kMiB, trackedAllocator(c));
-  spares.hold({{0, 2 * kMiB}});
-  spares.settle();
+  holdNow(spares, {{0, 2 * kMiB}});
   spares.stop();
   spares.hold({{0, 3 * kMiB}});
   spares.settle();  // returns: nothing is asked of a stopped thread
@@ -202,14 +195,12 @@ TEST(ReceiveSpares, AfterStopNothingMoreIsAllocatedButWhatIsHeldIsHandedOut) {
 TEST(ReceiveSpares, AfterQuiesceTheNextHoldStartsAgain) {
   Counting c;
   ReceiveSpares spares(64 * kMiB, trackedAllocator(c));
-  spares.hold({{0, 2 * kMiB}});
-  spares.settle();
+  holdNow(spares, {{0, 2 * kMiB}});
   spares.quiesce();
   EXPECT_EQ(spares.held(0, 2 * kMiB), 0u) << "what was held went back";
   EXPECT_EQ(spares.stats().heldBytes, 0u);
   EXPECT_EQ(c.live, 0);
-  spares.hold({{0, 3 * kMiB}});
-  spares.settle();
+  holdNow(spares, {{0, 3 * kMiB}});
   EXPECT_EQ(spares.held(0, 3 * kMiB), 1u);
   EXPECT_EQ(c.allocated, 2);
 }
@@ -219,10 +210,8 @@ TEST(ReceiveSpares, ASizeTheBudgetCannotTakeCostsTheOthersNothing) {
   ReceiveSpares spares(1000 * kMiB, trackedAllocator(c));
   // Held: 600 and 300 MiB. A message of two 600 MiB tensors wants 1200: it cannot
   // have them, so the 300 MiB one stays.
-  spares.hold({{0, 600 * kMiB}, {0, 300 * kMiB}});
-  spares.settle();
-  spares.hold({{0, 600 * kMiB}, {0, 600 * kMiB}});
-  spares.settle();
+  holdNow(spares, {{0, 600 * kMiB}, {0, 300 * kMiB}});
+  holdNow(spares, {{0, 600 * kMiB}, {0, 600 * kMiB}});
   EXPECT_EQ(spares.held(0, 300 * kMiB), 1u);
   EXPECT_EQ(spares.held(0, 600 * kMiB), 1u);
   EXPECT_EQ(c.allocated, 2);
@@ -234,8 +223,7 @@ TEST(ReceiveSpares, AMessageOfTwoSizesOverTheBudgetKeepsWhatFitsAndChurnsNothing
   for (int message = 0; message < 5; ++message) {
     spares.take(0, 300 * kMiB);
     spares.take(0, 800 * kMiB);
-    spares.hold({{0, 300 * kMiB}, {0, 800 * kMiB}});
-    spares.settle();
+    holdNow(spares, {{0, 300 * kMiB}, {0, 800 * kMiB}});
   }
   // Each message's 300 MiB buffer is held and taken by the next; the 800 MiB one
   // never fits beside it and never pushes it out.
@@ -261,8 +249,7 @@ TEST(ReceiveSpares, QuiesceFromManyThreadsWhileHoldingNeitherHangsNorLeaksAThrea
   done = true;
   holder.join();
   spares.stop();
-  spares.hold({{0, 7 * kMiB}});
-  spares.settle();
+  holdNow(spares, {{0, 7 * kMiB}});
   EXPECT_EQ(spares.held(0, 7 * kMiB), 0u) << "stopped for good";
 }
 
