@@ -79,7 +79,8 @@ double tensorRtt(Runtime& rt, const std::string& peer, const at::Tensor& tensor,
                  std::string* path = nullptr) {
   rt.rpcSync(peer, runtime::kBuiltinEcho, {tensor});  // warm-up: allocator, pages
   // After the warm-up, whose first-time paths are not the figure's.
-  const runtime::HostReceivePaths mine = runtime::hostReceivePaths();
+  const runtime::HostReceivePaths mine =
+      path != nullptr ? runtime::hostReceivePaths() : runtime::HostReceivePaths{};
   const runtime::HostReceivePaths theirs =
       path != nullptr ? peerReceivePaths(rt, peer) : runtime::HostReceivePaths{};
   std::vector<double> times;
