@@ -293,3 +293,137 @@ TEST(HeaderCodecOrder, RoundTripsAndAppends) {
   EXPECT_NE(decodeHeader(bytes.data(), bytes.size(), out), "");
 }
 }  // namespace
+
+namespace {
+using namespace rpcjob::wire;
+
+// Bytes of every value, zeros included, as a lane frame's device handles are.
+std::string handlesBytes(size_t n) {
+  std::string out(n, '\0');
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<char>((i * 37) & 0xff);
+  return out;
+}
+
+void replaceLength(std::string& bytes, size_t at, uint32_t length) {
+  bytes.replace(at, sizeof(length), reinterpret_cast<const char*>(&length), sizeof(length));
+}
+
+// The CUDA tensors of a lane frame (kDeviceHandles): after the order and the
+// inline payload, last.
+TEST(HeaderCodecDeviceHandles, FollowOrderAndInlinePayload) {
+  Header h;
+  h.type = MessageType::kCall;
+  h.id = 99;
+  h.function = "f";
+  h.hasAutograd = true;
+  h.requiresGrad = {true, false};
+  const std::string payload("pay\0load", 8);
+  const std::string handles = handlesBytes(300);
+  std::string bytes = encodeHeader(h);
+  appendOrder(bytes, 12);
+  appendInlinePayload(bytes, payload.data(), payload.size());
+  appendDeviceHandles(bytes, handles.data(), handles.size());
+  Header out;
+  ASSERT_EQ(decodeHeader(bytes.data(), bytes.size(), out), "");
+  EXPECT_EQ(out.id, 99u);
+  EXPECT_EQ(out.requiresGrad, h.requiresGrad);
+  EXPECT_TRUE(out.hasOrder);
+  EXPECT_EQ(out.orderBefore, 12u);
+  ASSERT_TRUE(out.inlinePayload);
+  EXPECT_EQ(std::string(bytes.data() + out.payloadOffset, out.payloadLength), payload);
+  ASSERT_TRUE(out.deviceHandles);
+  EXPECT_EQ(out.handlesLength, handles.size());
+  EXPECT_EQ(out.handlesOffset + out.handlesLength, bytes.size());  // last
+  EXPECT_EQ(std::string(bytes.data() + out.handlesOffset, out.handlesLength), handles);
+  for (size_t n = 0; n < bytes.size(); ++n) {  // truncated handles included
+    Header cut;
+    EXPECT_NE(decodeHeader(bytes.data(), n, cut), "") << "length " << n;
+  }
+}
+
+TEST(HeaderCodecDeviceHandles, WithoutInlinePayload) {
+  Header h;
+  h.function = "g";
+  const std::string handles = handlesBytes(64);
+  std::string bytes = encodeHeader(h);
+  const size_t headerSize = bytes.size();
+  appendDeviceHandles(bytes, handles.data(), handles.size());
+  Header out;
+  ASSERT_EQ(decodeHeader(bytes.data(), bytes.size(), out), "");
+  EXPECT_FALSE(out.inlinePayload);
+  EXPECT_EQ(out.payloadLength, 0u);
+  ASSERT_TRUE(out.deviceHandles);
+  EXPECT_EQ(out.handlesOffset, headerSize + 4);
+  EXPECT_EQ(std::string(bytes.data() + out.handlesOffset, out.handlesLength), handles);
+  // None at all: the flag, an empty span.
+  bytes = encodeHeader(h);
+  appendDeviceHandles(bytes, "", 0);
+  ASSERT_EQ(decodeHeader(bytes.data(), bytes.size(), out), "");
+  EXPECT_TRUE(out.deviceHandles);
+  EXPECT_EQ(out.handlesLength, 0u);
+}
+
+TEST(HeaderCodecDeviceHandles, RefusesTooLongAndTruncated) {
+  const std::string most = handlesBytes(kMaxDeviceHandles);
+  std::string bytes = encodeHeader(Header{});
+  appendDeviceHandles(bytes, most.data(), most.size());
+  Header out;
+  ASSERT_EQ(decodeHeader(bytes.data(), bytes.size(), out), "");
+  EXPECT_EQ(out.handlesLength, kMaxDeviceHandles);
+  // One byte more is refused before the bytes are looked at.
+  const size_t lengthAt = encodeHeader(Header{}).size();
+  replaceLength(bytes, lengthAt, kMaxDeviceHandles + 1);
+  bytes.push_back('x');
+  EXPECT_EQ(decodeHeader(bytes.data(), bytes.size(), out), "device handles too long");
+  replaceLength(bytes, lengthAt, UINT32_MAX);
+  EXPECT_EQ(decodeHeader(bytes.data(), bytes.size(), out), "device handles too long");
+  // A length past the end of the header.
+  bytes = encodeHeader(Header{});
+  appendDeviceHandles(bytes, "abcdefghij", 10);
+  bytes.pop_back();
+  EXPECT_NE(decodeHeader(bytes.data(), bytes.size(), out).find("truncated"), std::string::npos);
+  // The flag without its length.
+  bytes = encodeHeader(Header{});
+  bytes[5] = static_cast<char>(bytes[5] | kDeviceHandles);
+  EXPECT_NE(decodeHeader(bytes.data(), bytes.size(), out), "");
+}
+
+TEST(HeaderCodecDeviceHandles, AHeaderWithoutThemSaysSo) {
+  std::string bytes = encodeHeader(Header{});
+  appendDeviceHandles(bytes, "abc", 3);
+  Header out;
+  ASSERT_EQ(decodeHeader(bytes.data(), bytes.size(), out), "");
+  ASSERT_TRUE(out.deviceHandles);
+  // The same Header decoded again from a message without them: reset.
+  Header h;
+  h.function = "plain";
+  bytes = encodeHeader(h);
+  appendInlinePayload(bytes, "p", 1);
+  ASSERT_EQ(decodeHeader(bytes.data(), bytes.size(), out), "");
+  EXPECT_FALSE(out.deviceHandles);
+  EXPECT_EQ(out.handlesOffset, 0u);
+  EXPECT_EQ(out.handlesLength, 0u);
+  // The flag after kDeviceHandles is still unknown.
+  bytes = encodeHeader(Header{});
+  bytes[5] = static_cast<char>(bytes[5] | (kDeviceHandles << 1));
+  EXPECT_NE(decodeHeader(bytes.data(), bytes.size(), out).find("unknown flags"), std::string::npos);
+}
+
+TEST(HeaderCodecDeviceHandles, LaneCopiedIsATypeAfterLaneStart) {
+  static_assert(static_cast<uint8_t>(MessageType::kLaneCopied) ==
+                static_cast<uint8_t>(MessageType::kLaneStart) + 1);
+  static_assert(MessageType::kLast == MessageType::kLaneCopied);
+  EXPECT_FALSE(expectsAnswer(MessageType::kLaneCopied));
+  Header h;
+  h.type = MessageType::kLaneCopied;
+  h.id = 7;  // the handoff
+  std::string bytes = encodeHeader(h);
+  Header out;
+  ASSERT_EQ(decodeHeader(bytes.data(), bytes.size(), out), "");
+  EXPECT_EQ(out.type, MessageType::kLaneCopied);
+  EXPECT_EQ(out.id, 7u);
+  bytes[3] = static_cast<char>(static_cast<uint8_t>(MessageType::kLaneCopied) + 1);
+  EXPECT_NE(decodeHeader(bytes.data(), bytes.size(), out).find("unknown message type"),
+            std::string::npos);
+}
+}  // namespace

@@ -7,7 +7,7 @@ clangxx=$1 worker=$2 out=$3 seconds=$4
 mkdir -p "$out/corpus" "$out/auth-corpus"
 "$clangxx" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$worker/src" "$worker/fuzz/header_codec_fuzzer.cc" "$worker/src/header_codec.cc" \
-  -o "$out/header_codec_fuzzer"
+  "$worker/src/cuda_lane/handles_wire.cc" -o "$out/header_codec_fuzzer"
 "$clangxx" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$worker/src" "$worker/fuzz/auth_handshake_fuzzer.cc" "$worker/src/auth/handshake.cc" \
   -lcrypto -o "$out/auth_handshake_fuzzer"

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cuda_lane/handles_wire.h"
 #include "header_codec.h"
 
 namespace {
@@ -72,6 +73,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     rpcjob::wire::FastEncoder encoder(again);
     reencode(value, bytes, encoder);
     if (again.size() != size || std::memcmp(again.data(), bytes, size) != 0) __builtin_trap();
+  }
+  // A lane frame's CUDA tensors and its kLaneCopied answer: canonical as well.
+  rpcjob::wire::LaneTensors lane;
+  if (rpcjob::wire::decodeLaneTensors(bytes, size, lane, rpcjob::wire::fastElementSize).empty()) {
+    if (rpcjob::wire::encodeLaneTensors(lane) != std::string(bytes, size)) __builtin_trap();
+  }
+  (void)rpcjob::wire::decodeLaneTensors(bytes, size, lane, nullptr);
+  rpcjob::wire::LaneCopied copied;
+  if (rpcjob::wire::decodeLaneCopied(bytes, size, copied).empty()) {
+    if (rpcjob::wire::encodeLaneCopied(copied) != std::string(bytes, size)) __builtin_trap();
   }
   return 0;
 }

@@ -209,6 +209,15 @@ std::string decodeHeader(const char* data, size_t size, Header& out) {
     out.payloadLength = length;
     r.skip(length);
   }
+  out.deviceHandles = (flags & kDeviceHandles) != 0;
+  out.handlesOffset = out.handlesLength = 0;
+  if (out.deviceHandles) {
+    uint32_t length = r.fixed<uint32_t>();
+    if (length > kMaxDeviceHandles) return "device handles too long";
+    out.handlesOffset = r.position();
+    out.handlesLength = length;
+    r.skip(length);
+  }
   if (!r.ok()) return r.error();
   if (type < static_cast<uint8_t>(MessageType::kHello) ||
       type > static_cast<uint8_t>(MessageType::kLast)) {
@@ -217,7 +226,7 @@ std::string decodeHeader(const char* data, size_t size, Header& out) {
   if (errorKind > static_cast<uint8_t>(ErrorKind::kLast)) {
     return "unknown error kind " + std::to_string(errorKind);
   }
-  if ((flags & ~(kHasRRef | kHasAutograd | kHasOrder | kInlinePayload)) != 0) {
+  if ((flags & ~(kHasRRef | kHasAutograd | kHasOrder | kInlinePayload | kDeviceHandles)) != 0) {
     return "unknown flags " + std::to_string(flags);
   }
   out.type = static_cast<MessageType>(type);
@@ -231,6 +240,16 @@ void appendOrder(std::string& encodedHeader, uint64_t before) {
   char bytes[kOrderBytes];
   std::memcpy(bytes, &before, sizeof(before));
   encodedHeader.append(bytes, sizeof(bytes));
+}
+
+void appendDeviceHandles(std::string& encodedHeader, const char* data, size_t size) {
+  constexpr size_t kFlagsAt = 5;  // "RJ", version, type, errorKind, flags
+  encodedHeader[kFlagsAt] = static_cast<char>(encodedHeader[kFlagsAt] | kDeviceHandles);
+  const auto length = static_cast<uint32_t>(size);
+  char bytes[sizeof(length)];
+  std::memcpy(bytes, &length, sizeof(length));
+  encodedHeader.append(bytes, sizeof(length));
+  encodedHeader.append(data, size);
 }
 
 void appendInlinePayload(std::string& encodedHeader, const char* data, size_t size) {

@@ -15,7 +15,9 @@
 //     (autograd/tensor_walk.h): set for a tensor that requires grad |
 //   if flags & kHasOrder: u64, messages of the pipe's other path sent before
 //     this one (a pipe and its shared-memory lane: worker/src/lane/order.h) |
-//   if flags & kInlinePayload: the message's payload, u32 length + bytes (last)
+//   if flags & kInlinePayload: the message's payload, u32 length + bytes |
+//   if flags & kDeviceHandles: u32 length + bytes of the CUDA tensors that a
+//     lane frame carries as IPC handles (cuda_lane/handles_wire.h) (last)
 // A newer minor addition appends fields after these; a different version byte is
 // rejected so that mismatched builds fail loudly instead of misreading.
 //
@@ -52,7 +54,12 @@ enum class MessageType : uint8_t {
   kLaneOffer,  // client -> server; payload: lane::encodeOffer
   kLaneReply,  // server -> client; error empty: accepted, payload: the server's bell
   kLaneStart,  // client -> server: its requests may take the lane from here on
-  kLast = kLaneStart,
+  // A lane frame only, server -> client, to a client whose lane the server
+  // said takes CUDA tensors (cuda_lane/): the tensors of the request frame
+  // `id` names (its handoff, not its call id) are copied once the events in
+  // the payload (cuda_lane/handles_wire.h: encodeLaneCopied) have occurred. Never ordered.
+  kLaneCopied,
+  kLast = kLaneCopied,
 };
 
 // The requests a server answers by id (kResponse or kError): their caller waits.
@@ -96,6 +103,10 @@ inline constexpr size_t kMaxInlinePayload = 32 * 1024;
 // See kHasOrder in the layout above; only sent on pipes with a lane.
 inline constexpr uint8_t kHasOrder = 8;
 inline constexpr size_t kOrderBytes = 8;
+// See kDeviceHandles in the layout above; only on a lane whose server said it
+// takes CUDA tensors. At most kMaxDeviceHandles bytes.
+inline constexpr uint8_t kDeviceHandles = 16;
+inline constexpr size_t kMaxDeviceHandles = 64 * 1024;
 // The handshake descriptors' entry by which a worker says it takes lanes:
 // (kLaneDescriptor, [(boot id, pid namespace + ":" + pid)]).
 inline constexpr const char* kLaneDescriptor = "rpcjob_lane";
@@ -136,6 +147,10 @@ struct Header {
   bool inlinePayload = false;
   size_t payloadOffset = 0;
   size_t payloadLength = 0;
+  // The same for kDeviceHandles.
+  bool deviceHandles = false;
+  size_t handlesOffset = 0;
+  size_t handlesLength = 0;
 };
 
 // `spare`: capacity reserved beyond the header, for an inline payload that
@@ -153,6 +168,10 @@ void appendOrder(std::string& encodedHeader, uint64_t before);
 // Appends `size` (at most kMaxInlinePayload) bytes of payload to an encoded
 // header and sets its kInlinePayload flag.
 void appendInlinePayload(std::string& encodedHeader, const char* data, size_t size);
+// Appends `size` (at most kMaxDeviceHandles) bytes of device handles to an
+// encoded header, after its inline payload if it has one, and sets its
+// kDeviceHandles flag. Last: nothing is appended after it.
+void appendDeviceHandles(std::string& encodedHeader, const char* data, size_t size);
 
 // Tensor metadata, in each TensorPipe tensor's metadata so the receiver can
 // allocate before reading. dtype is c10::ScalarType's value; the runtime checks it.

@@ -116,6 +116,20 @@ bool readField(const std::string& text, const char* key, uint64_t& out) {
   return false;
 }
 
+// Whether `text` has a field `key`, whatever its value (readField: false for
+// both an absent and a malformed one).
+bool hasField(const std::string& text, const char* key) {
+  const std::string k = std::string(key) + "=";
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t end = text.find(';', at);
+    if (end == std::string::npos) return false;
+    if (text.compare(at, k.size(), k) == 0) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
 uint64_t ringBytes(uint64_t capacity) {
   return kControlBytes + 2 * capacity;
 }
@@ -141,7 +155,9 @@ std::string encodeOffer(const LaneOffer& o) {
   };
   return field("pid", static_cast<uint64_t>(o.pid)) + field("fd", static_cast<uint64_t>(o.fd + 1)) +
          field("token", o.token) + field("capacity", o.capacity) +
-         field("bell_fd", static_cast<uint64_t>(o.bellFd + 1)) + field("bell_token", o.bellToken);
+         field("bell_fd", static_cast<uint64_t>(o.bellFd + 1)) + field("bell_token", o.bellToken) +
+         // Only when set: a peer that predates it sees the same text as before.
+         (o.deviceTensors ? field("device_tensors", 1) : std::string());
 }
 
 std::string decodeOffer(const char* data, size_t size, LaneOffer& out) {
@@ -151,6 +167,11 @@ std::string decodeOffer(const char* data, size_t size, LaneOffer& out) {
   if (!readField(text, "pid", pid) || !readField(text, "fd", fd) ||
       !readField(text, "token", token) || !readField(text, "capacity", capacity) ||
       !readField(text, "bell_fd", bellFd) || !readField(text, "bell_token", bellToken)) {
+    return "a malformed lane offer";
+  }
+  uint64_t deviceTensors = 0;  // optional: older peers do not send it
+  if (hasField(text, "device_tensors") &&
+      (!readField(text, "device_tensors", deviceTensors) || deviceTensors > 1)) {
     return "a malformed lane offer";
   }
   if (pid == 0 || pid > INT32_MAX || fd > INT32_MAX || bellFd == 0 || bellFd > INT32_MAX) {
@@ -165,6 +186,7 @@ std::string decodeOffer(const char* data, size_t size, LaneOffer& out) {
   out.capacity = capacity;
   out.bellFd = static_cast<int64_t>(bellFd) - 1;
   out.bellToken = bellToken;
+  out.deviceTensors = deviceTensors == 1;
   return "";
 }
 
@@ -328,6 +350,10 @@ RingProducer::Status Lane::send(const char* data, size_t size, std::string* erro
     tNextCheck = ticksNow() + kCheckTicks;  // within kMaxHold (heldTooLong)
   }
   return s;
+}
+
+void Lane::wakePeer() {
+  if (peerBell_ && !closed()) ringBell(*reinterpret_cast<Bell*>(peerBell_->base()));
 }
 
 void Lane::publishHeld() {

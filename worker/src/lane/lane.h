@@ -58,6 +58,9 @@ struct LaneOffer {
   uint64_t capacity = 0;
   int64_t bellFd = -1;  // the sender's process's bell
   uint64_t bellToken = 0;
+  // The server takes CUDA tensors as IPC handles in request frames
+  // (cuda_lane/); only in an answer.
+  bool deviceTensors = false;
 };
 std::string encodeOffer(const LaneOffer& offer);
 // "" or why the bytes are no offer. Pure.
@@ -139,6 +142,11 @@ class Lane {
                             Publish publish = Publish::kNow);
   // Publishes held frames and rings the peer's bell.
   void publishHeld();
+  // Wakes the peer's poller if it sleeps, without a frame: the frame that is
+  // about to come (a CUDA request, whose making takes longer than a wake-up
+  // on a virtual machine, 20-40 us) then finds it spinning. Under the write
+  // lock, as send().
+  void wakePeer();
   // How the poller has the owner publish a turn's held frames: it takes its
   // write lock and calls publishHeld(). Set before the poller sees the lane.
   void setPublisher(std::function<void()> publisher);
