@@ -21,6 +21,7 @@
 
 #include "cuda/cuda_serialization.h"
 #include "cuda/receive_spares.h"
+#include "cuda_lane/cuda_lane.h"
 #include "gpu_pair.h"
 #include "rpcjob/metrics/http_server.h"
 #include "rpcjob/metrics/metrics.h"
@@ -453,6 +454,63 @@ TEST(Lane, AnAnswerOnThePipeFromTheLanesPollerDoesNotStallIt) {
     }
     ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60)) << round;
   }
+}
+
+// A request's CUDA tensors bound for another GPU travel as IPC handles in the
+// lane's frames (cuda_lane/), not through TensorPipe: counted as lent, the
+// values exact (one tensor, several in one message, a view at an offset, a
+// strided one made contiguous), and nothing left lent once each call is
+// answered (the server's kLaneCopied comes before its answer).
+TEST(Lane, CudaTensorsTravelAsHandlesBetweenTwoGpus) {
+  int can = 0;
+  if (gpu::gpuCount() < 2 || cudaDeviceCanAccessPeer(&can, 0, 1) != cudaSuccess || !can) {
+    cudaGetLastError();
+    GTEST_SKIP() << "needs two GPUs with peer access (one GPU shared by two workers keeps "
+                    "cuda_nvlink's own protocol)";
+  }
+  devicesUsed(pairDevices());
+  gpu::Pair pair({{"cuda:0", "cuda:1"}}, "", "");
+  pair.start();
+  auto& rt = pair.rt();
+  // The lane comes up just after the handshake: calls go by the pipe until then.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const at::Tensor probe = onDevice(16, 0);
+  for (;;) {
+    const uint64_t lent = runtime::cuda_lane::counters().framesLent;
+    ASSERT_TRUE(sameValues(rt.rpcSync("w1", "add_one", {probe}).toTensor(), probe + 1));
+    if (runtime::cuda_lane::counters().framesLent > lent) break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no request went on the lane";
+  }
+  const uint64_t before = runtime::cuda_lane::counters().framesLent;
+  int calls = 0;
+  for (int64_t n : {1, 1000, 1 << 20, 25 << 20}) {
+    at::Tensor x = onDevice(n, 0, 5);
+    EXPECT_TRUE(sameValues(rt.rpcSync("w1", "add_one", {x}).toTensor(), x + 1)) << n;
+    ++calls;
+  }
+  at::Tensor big = onDevice(1 << 22, 0);
+  at::Tensor view = big.narrow(0, 12345, 1 << 20);
+  EXPECT_TRUE(sameValues(rt.rpcSync("w1", runtime::kBuiltinEcho, {view}).toTensor(), view));
+  at::Tensor strided = big.view({1024, 4096}).t();
+  EXPECT_TRUE(sameValues(rt.rpcSync("w1", runtime::kBuiltinEcho, {strided}).toTensor(), strided));
+  auto pairOf =
+      rt.rpcSync("w1", runtime::kBuiltinEcho, {onDevice(7, 0, 1), onDevice(3 << 20, 0, 2)})
+          .toTuple();
+  EXPECT_TRUE(sameValues(pairOf->elements()[0].toTensor(), onDevice(7, 0, 1)));
+  EXPECT_TRUE(sameValues(pairOf->elements()[1].toTensor(), onDevice(3 << 20, 0, 2)));
+  calls += 3;
+  // Freed and reallocated memory (same address, a new allocation) is not served stale.
+  for (int round = 0; round < 3; ++round) {
+    at::Tensor x =
+        at::full({1 << 20}, static_cast<float>(round), at::TensorOptions().device(at::kCUDA, 0));
+    EXPECT_TRUE(sameValues(rt.rpcSync("w1", runtime::kBuiltinEcho, {x}).toTensor(), x)) << round;
+    x.reset();
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    ++calls;
+  }
+  const auto after = runtime::cuda_lane::counters();
+  EXPECT_EQ(after.framesLent - before, static_cast<uint64_t>(calls));
+  EXPECT_EQ(after.framesCopied, after.framesLent) << "a call answered before its copy was";
 }
 
 TEST(Metrics, ServedInTheCudaBuild) {

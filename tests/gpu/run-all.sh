@@ -212,7 +212,7 @@ if want topology; then
     ((rc == 0)) || tail -20 "$T/run.log"
     { echo "nvidia-smi topo -m:"; echo '```'; cat "$T/nvidia-smi-topo.txt"; echo '```'; echo
       echo "Channel per ordered pair (rows send, columns receive; bytes by channel):"; echo
-      python3 benchmarks/gpu/channel_matrix.py "$T/run" --require cuda_nvlink,cuda_ipc
+      python3 benchmarks/gpu/channel_matrix.py "$T/run" --require cuda_nvlink,cuda_ipc,cuda_lane
       echo "channel_matrix rc=$?"; } >"$OUT/channel_matrix.md" 2>&1
     sed -n '/^| from/,$p' "$OUT/channel_matrix.md" | tee -a "$S"
   fi
@@ -353,9 +353,9 @@ for m in re.finditer(r'^rpcjob_channel_bytes_total\{([^}]*)\} (\S+)$', text, re.
         by[ch] = by.get(ch, 0) + float(m.group(2))
 print("  pod channels (master sends, bytes):", {k: int(v) for k, v in sorted(by.items())})
 if dev.startswith("cuda"):
-    fast = by.get("cuda_ipc", 0) + by.get("cuda_nvlink", 0)
+    fast = by.get("cuda_ipc", 0) + by.get("cuda_nvlink", 0) + by.get("cuda_lane", 0)
     good = fast >= 10 * 67108864 and by.get("cuda_basic", 0) == 0
-    print("  pod channel check (cuda_ipc/cuda_nvlink, no cuda_basic):", "OK" if good else "FAIL")
+    print("  pod channel check (cuda_ipc/cuda_nvlink/cuda_lane, no cuda_basic):", "OK" if good else "FAIL")
     sys.exit(0 if good else 1)
 PY
   ((${PIPESTATUS[0]} == 0)) || pod_ok=0
@@ -426,7 +426,9 @@ if [[ $stages == *" trace "* ]]; then
     if [[ $part == small ]]; then skip=300 count=2000; else skip=5 count=40; fi
     if [[ $part == recipe ]]; then between=autograd.released skip=24 count=40; fi
     # 400 MB: does each round trip follow its front, the worker's copy on its stream?
-    if [[ $part == 400mb ]]; then between=call.pack step=(--step nvlink.enqueued --step-elsewhere); fi
+    if [[ $part == 400mb ]]; then
+      between=call.pack step=(--step "${TRACE_STEP:-lane.enqueued}" --step-elsewhere)
+    fi
     python3 benchmarks/profile/trace_timeline.py "$L/trace-$part" --between $between \
       --from $skip --count $count --show 2 --top 25 "${step[@]}" >"$OUT/trace-$part.txt" 2>&1
     sed -n '/where the time goes/,$p' "$OUT/trace-$part.txt" | head -16 | tee -a "$S"

@@ -629,7 +629,7 @@ void RuntimeImpl::enqueueWrite(const std::shared_ptr<tensorpipe::Pipe>& pipe, Wr
       wire::appendOrder(message->header, 0);
     } else if (writes.lane) {
       std::string why;
-      switch (routeLocked(writes, *message, why)) {
+      switch (routeLocked(writes, message, why)) {
         case Routed::kLane:
           lock.unlock();
           recordServed(*message);
@@ -664,7 +664,7 @@ void RuntimeImpl::enqueueWrites(const std::shared_ptr<tensorpipe::Pipe>& pipe, W
       for (auto& m : messages) {
         std::string why;
         const Routed r =
-            broken.empty() ? routeLocked(writes, *m, why, /*hold=*/true) : Routed::kBroken;
+            broken.empty() ? routeLocked(writes, m, why, /*hold=*/true) : Routed::kBroken;
         if (r == Routed::kLane) {
           onLane.push_back(std::move(m));
         } else if (r == Routed::kBroken) {
@@ -833,6 +833,10 @@ bool RuntimeImpl::waitHandshake(int rank, Clock::time_point deadline, std::strin
 void RuntimeImpl::onClientMessage(int rank, uint64_t generation, IncomingMessage& msg) {
   if (msg.header.type == wire::MessageType::kLaneReply) {
     onLaneReply(rank, generation, msg);
+    return;
+  }
+  if (msg.header.type == wire::MessageType::kLaneCopied) {
+    onLaneCopied(rank, generation, msg);
     return;
   }
   if (msg.header.type != wire::MessageType::kHelloReply) {

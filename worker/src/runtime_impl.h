@@ -53,6 +53,10 @@ class Poller;
 namespace autograd {
 class Container;
 }
+namespace cuda_lane {
+class Sender;
+class Receiver;
+}  // namespace cuda_lane
 namespace startup {
 class LeaderBarrier;
 }
@@ -169,6 +173,11 @@ class RuntimeImpl {
     // of where a call goes (registerPending).
     std::atomic<bool> laneUp{false};
     std::shared_ptr<lane::Lane> offered;  // a client's lane awaiting kLaneReply
+    // A client's, under `mu` (CUDA build): lends CUDA tensors of requests to
+    // the server as IPC handles in lane frames (cuda_lane/), once the server's
+    // kLaneReply said it takes them; `offeredSender` until then.
+    std::shared_ptr<cuda_lane::Sender> deviceSender;
+    std::shared_ptr<cuda_lane::Sender> offeredSender;
     uint64_t pipeSent = 0;
     uint64_t laneSent = 0;
     // The receiving side's order between this pipe's reads and its peer's lane.
@@ -317,14 +326,37 @@ class RuntimeImpl {
   // Under writes.mu: sends `message` on the lane when it may, else stamps it
   // with its order for the pipe. kBroken: the lane's ring is broken (`why`).
   // `hold`: a lane frame waits for writes.lane->publishHeld() (a batch's).
-  Routed routeLocked(WriteQueue& writes, OutgoingMessage& message, std::string& why,
-                     bool hold = false);
+  Routed routeLocked(WriteQueue& writes, const std::shared_ptr<OutgoingMessage>& message,
+                     std::string& why, bool hold = false);
   // Under writes.mu, with writes.lane set: `header` (as encoded, room left)
   // stamped with its order and followed by `payload` (when it has one), sent on
   // the lane. kPipe: the lane cannot take it now (closed, too large, full), and
   // `header` is as it was. What routeLocked, sendOnLane and writeFrames share.
+  // `handles`: a frame's CUDA tensors as IPC handles (kDeviceHandles), or none.
   Routed sendFrameLocked(WriteQueue& writes, std::string& header, std::string_view payload,
-                         bool hasPayload, bool hold, std::string& why);
+                         bool hasPayload, bool hold, std::string& why,
+                         std::string_view handles = {});
+#if RPCJOB_WITH_CUDA
+  // Under writes.mu: a request whose CUDA tensors writes.deviceSender lends the
+  // server as handles, as one lane frame; kPipe when it cannot go so.
+  Routed sendDeviceFrameLocked(WriteQueue& writes, const std::shared_ptr<OutgoingMessage>& message,
+                               bool hold, std::string& why);
+#endif
+  // Before a request with CUDA tensors to `to` is made: wakes the server's
+  // poller if the request will go on its lane (Lane::wakePeer).
+  void wakeDeviceLane(int to);
+  // The client: the server copied a request frame's CUDA tensors (kLaneCopied).
+  void onLaneCopied(int rank, uint64_t generation, IncomingMessage& msg);
+  // The client, offering a lane to `rank`: what will lend its CUDA tensors on
+  // it, when the pairs of devices allow (cuda_lane/lane_pairs.h); else null.
+  std::shared_ptr<cuda_lane::Sender> deviceSenderFor(int rank,
+                                                     const wire::ChannelDescriptors& remote);
+  // The server, taking a lane from `server`'s caller: what copies the CUDA
+  // tensors its frames carry as handles.
+  std::shared_ptr<cuda_lane::Receiver> deviceReceiverFor(const std::shared_ptr<ServerPipe>& server);
+  // The server: sends a kLaneCopied answer on `server`'s pipe (or its lane).
+  std::function<void(uint64_t, std::string)> copiedAnswer(
+      const std::shared_ptr<ServerPipe>& server);
   void laneBroken(WriteQueue& writes, const std::string& why);
   // A request's or an answer's lane frame made without an OutgoingMessage
   // (encodeInline): the encoded header, then the order field and the payload,
@@ -377,10 +409,14 @@ class RuntimeImpl {
   // The frames of a lane, turned into messages for `onMessage` as the pipe's are,
   // in the order of `writes` (the pipe's, whose lock the lane's sends take; its
   // held frames are published under it, lane.h).
+  // `receiver` (a server's lane that takes CUDA tensors as handles, else
+  // null) copies a frame's tensors; `onCopied` then sends its kLaneCopied.
   lane::Lane* prepareLane(const std::shared_ptr<lane::Lane>& lane,
                           const std::shared_ptr<WriteQueue>& writes,
                           std::function<void(IncomingMessage&)> onMessage,
-                          std::function<void(const std::string&)> onBroken, std::string& why);
+                          std::function<void(const std::string&)> onBroken, std::string& why,
+                          std::shared_ptr<cuda_lane::Receiver> receiver = nullptr,
+                          std::function<void(uint64_t, std::string)> onCopied = nullptr);
   lane::Poller* lanePoller(std::string& why);
   void stopLanes();
 
@@ -441,7 +477,9 @@ class RuntimeImpl {
   // Under pendingMu_: a pipe failed; calls made on it from now on fail at once.
   void markPipeFailedLocked(int rank, uint64_t generation, const std::string& why);
   // Under pendingMu_ (for pending_): no call in flight (slots_ scanned).
-  bool noCallsPending() { return pending_.empty() && slots_.empty(); }
+  bool noCallsPending() {
+    return pending_.empty() && slots_.empty();
+  }
   void completePending(Pending pending, IncomingMessage& msg);
   // Fails calls taken out of pending_ (a broken pipe, shutdown) with `error`,
   // each recorded by the observer as finished.

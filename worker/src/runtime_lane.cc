@@ -8,11 +8,19 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
+#include "channel_selection.h"
 #include "event_clock.h"
 #include "lane/lane.h"
 #include "lane/poller.h"
+#include "release_later.h"
 #include "runtime_impl.h"
+#if RPCJOB_WITH_CUDA
+#include "cuda/cuda_serialization.h"
+#include "cuda/nvlink_channel.h"
+#include "cuda_lane/cuda_lane.h"
+#endif
 
 namespace rpcjob::runtime {
 namespace {
@@ -44,10 +52,11 @@ bool laneCarries(const OutgoingMessage& m) {
 }
 
 // Which messages a lane frame may carry: requests towards the server, their
-// answers back.
+// answers back, and the server's word that it copied a request's CUDA tensors.
 bool isLaneMessage(wire::MessageType t, bool toServer) {
   if (wire::expectsAnswer(t)) return toServer;
-  return !toServer && (t == wire::MessageType::kResponse || t == wire::MessageType::kError);
+  return !toServer && (t == wire::MessageType::kResponse || t == wire::MessageType::kError ||
+                       t == wire::MessageType::kLaneCopied);
 }
 
 // Which message an out-of-order frame was, for the error that closes its pipe.
@@ -102,15 +111,17 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
                                      const std::shared_ptr<WriteQueue>& writes,
                                      std::function<void(IncomingMessage&)> onMessage,
                                      std::function<void(const std::string&)> onBroken,
-                                     std::string& why) {
+                                     std::string& why,
+                                     std::shared_ptr<cuda_lane::Receiver> receiver,
+                                     std::function<void(uint64_t, std::string)> onCopied) {
   lane::Poller* poller = lanePoller(why);
   if (poller == nullptr) return nullptr;
   std::shared_ptr<lane::Order> order = writes->order;
   const bool toServer = lane->side() == lane::Lane::Side::kServer;
   auto msg = std::make_shared<IncomingMessage>();  // reused for every frame
   lane->setReceiver(
-      [this, msg, order, onMessage = std::move(onMessage), toServer](const char* data, size_t size,
-                                                                     std::string& error) {
+      [this, msg, order, onMessage = std::move(onMessage), toServer, receiver = std::move(receiver),
+       onCopied = std::move(onCopied)](const char* data, size_t size, std::string& error) {
         wire::Header& h = msg->header;
         error = wire::decodeHeader(data, size, h);
         if (!error.empty()) return lane::Delivery::kFailed;
@@ -127,6 +138,31 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
         if (d != lane::Delivery::kDelivered) return d;
         if (h.inlinePayload)
           msg->payload.assign(data + h.payloadOffset, data + h.payloadOffset + h.payloadLength);
+        std::optional<AfterGpuStep> afterStep;  // its releases once the frame is dispatched
+        if (h.deviceHandles) {
+          afterStep.emplace();
+          // Enqueued on this thread, the copies start before the message is
+          // dispatched; the server's answer lets the client reuse the memory.
+          uint64_t handoff = 0;
+          std::string copied;
+#if RPCJOB_WITH_CUDA
+          if (receiver && onCopied) {
+            error =
+                receiver->receive(data + h.handlesOffset, h.handlesLength, *msg, handoff, copied);
+          } else {
+            error = "CUDA tensors as handles on a lane that does not take them";
+          }
+#else
+          (void)receiver;
+          error = "CUDA tensors as handles, but this worker has no CUDA build";
+#endif
+          if (!error.empty()) {
+            error += " (" + describeFrame(h) + ")";
+            msg->clear();
+            return lane::Delivery::kFailed;
+          }
+          onCopied(handoff, std::move(copied));
+        }
         // Its arrival: the counter the poller read after the previous frame, if
         // it did (the frame was taken right after), else read when asked.
         uint64_t ticks = 0;
@@ -135,6 +171,9 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
                                       : EventTime();
         msg->arrived = &arrived;
         onMessage(*msg);
+#if RPCJOB_WITH_CUDA
+        if (h.deviceHandles) cuda::holdReceiveBuffers(*msg);  // as a pipe's read (dispatchRead)
+#endif
         msg->clear();
         order->laneDispatched();
         return lane::Delivery::kDelivered;
@@ -163,15 +202,18 @@ bool RuntimeImpl::likelyOnLane(const WriteQueue& writes, const OutgoingMessage& 
 
 RuntimeImpl::Routed RuntimeImpl::sendFrameLocked(WriteQueue& writes, std::string& header,
                                                  std::string_view payload, bool hasPayload,
-                                                 bool hold, std::string& why) {
+                                                 bool hold, std::string& why,
+                                                 std::string_view handles) {
   lane::Lane& l = *writes.lane;
   const size_t size = header.size();
-  if (!l.canSend() || size + wire::kOrderBytes + 4 + payload.size() > l.maxFrame()) {
+  const size_t handlesBytes = handles.empty() ? 0 : 4 + handles.size();
+  if (!l.canSend() || size + wire::kOrderBytes + 4 + payload.size() + handlesBytes > l.maxFrame()) {
     return Routed::kPipe;
   }
   const char flags = header[5];
   wire::appendOrder(header, writes.pipeSent);
   if (hasPayload) wire::appendInlinePayload(header, payload.data(), payload.size());
+  if (!handles.empty()) wire::appendDeviceHandles(header, handles.data(), handles.size());
   const lane::RingProducer::Status s =
       l.send(header.data(), header.size(), &why,
              hold ? lane::Lane::Publish::kHeld : lane::Lane::Publish::kNow);
@@ -184,8 +226,46 @@ RuntimeImpl::Routed RuntimeImpl::sendFrameLocked(WriteQueue& writes, std::string
   return s == lane::RingProducer::Status::kBroken ? Routed::kBroken : Routed::kPipe;
 }
 
-RuntimeImpl::Routed RuntimeImpl::routeLocked(WriteQueue& writes, OutgoingMessage& m,
+#if RPCJOB_WITH_CUDA
+RuntimeImpl::Routed RuntimeImpl::sendDeviceFrameLocked(
+    WriteQueue& writes, const std::shared_ptr<OutgoingMessage>& message, bool hold,
+    std::string& why) {
+  OutgoingMessage& m = *message;
+  constexpr size_t kTypeAt = 3;  // "RJ", version, type
+  if (m.header.size() <= kTypeAt ||
+      !wire::expectsAnswer(static_cast<wire::MessageType>(m.header[kTypeAt])) ||
+      (m.hasPayload && m.payload.size() > wire::kMaxInlinePayload) ||
+      !writes.deviceSender->carries(m)) {
+    return Routed::kPipe;
+  }
+  std::string handles;
+  uint64_t handoff = 0;
+  std::string unlent;
+  if (!writes.deviceSender->lend(message, handles, handoff, unlent)) {
+    logOnce("rpcjob: worker '" + self().name + "': CUDA tensors go by the pipe: " + unlent);
+    return Routed::kPipe;
+  }
+  if (handles.size() > wire::kMaxDeviceHandles) {  // hundreds of tensors: the pipe's
+    writes.deviceSender->unlend(handoff);
+    return Routed::kPipe;
+  }
+  const Routed r = sendFrameLocked(writes, m.header, {m.payload.data(), m.payload.size()},
+                                   m.hasPayload, hold, why, handles);
+  if (r != Routed::kLane) writes.deviceSender->unlend(handoff);
+  return r;
+}
+#endif
+
+RuntimeImpl::Routed RuntimeImpl::routeLocked(WriteQueue& writes,
+                                             const std::shared_ptr<OutgoingMessage>& message,
                                              std::string& why, bool hold) {
+  OutgoingMessage& m = *message;
+#if RPCJOB_WITH_CUDA
+  if (writes.deviceSender && !m.tensors.empty()) {
+    const Routed r = sendDeviceFrameLocked(writes, message, hold, why);
+    if (r != Routed::kPipe) return r;
+  }
+#endif
   if (laneCarries(m)) {
     const Routed r = sendFrameLocked(writes, m.header, {m.payload.data(), m.payload.size()},
                                      m.hasPayload, hold, why);
@@ -287,15 +367,103 @@ void RuntimeImpl::laneBroken(WriteQueue& writes, const std::string& why) {
 
 void RuntimeImpl::closeLane(WriteQueue& writes) {
   std::shared_ptr<lane::Lane> lane, offered;
+  std::shared_ptr<cuda_lane::Sender> sender;
   {
     std::lock_guard<std::mutex> lock(writes.mu);
     lane = writes.lane;  // kept: later messages stay ordered (they fail anyway)
     writes.laneUp.store(false, std::memory_order_relaxed);
     offered = std::move(writes.offered);
+    sender = std::move(writes.deviceSender);
+    writes.offeredSender.reset();
   }
   writes.order->fail();
   if (lane) lane->close();
   if (offered) offered->close();
+#if RPCJOB_WITH_CUDA
+  if (sender) sender->end();  // what the server has not answered for: the pipe fails it
+#endif
+}
+
+std::shared_ptr<cuda_lane::Sender> RuntimeImpl::deviceSenderFor(
+    [[maybe_unused]] int rank, [[maybe_unused]] const wire::ChannelDescriptors& remote) {
+#if RPCJOB_WITH_CUDA
+  if (!cuda_lane::enabledHere()) return nullptr;
+  const auto nvlinkOf = [](const wire::ChannelDescriptors& all) -> const wire::DeviceDescriptors* {
+    for (const auto& [name, devices] : all) {
+      if (name == cuda::kNvlinkChannel) return &devices;
+    }
+    return nullptr;
+  };
+  const wire::ChannelDescriptors ours = localDescriptors(registry_);
+  const wire::DeviceDescriptors* local = nvlinkOf(ours);
+  const wire::DeviceDescriptors* theirs = nvlinkOf(remote);
+  if (local == nullptr || theirs == nullptr) return nullptr;
+  std::vector<cuda_lane::PairChoice> choices;
+  {
+    std::lock_guard<std::mutex> lock(peers_[rank]->mu);
+    for (const ChannelChoice& c : peers_[rank]->choices) {
+      choices.push_back({c.localDevice, c.remoteDevice, c.channel});
+    }
+  }
+  cuda_lane::LanePairs pairs = cuda_lane::LanePairs::from(choices, *local, *theirs);
+  if (pairs.empty()) return nullptr;
+  return std::make_shared<cuda_lane::Sender>(std::move(pairs), workers_[rank].name,
+                                             options_.hooks.deviceTransfers);
+#else
+  return nullptr;
+#endif
+}
+
+std::shared_ptr<cuda_lane::Receiver> RuntimeImpl::deviceReceiverFor(
+    [[maybe_unused]] const std::shared_ptr<ServerPipe>& server) {
+#if RPCJOB_WITH_CUDA
+  return std::make_shared<cuda_lane::Receiver>(callerOf(server->callerRank).name,
+                                               options_.hooks.deviceTransfers);
+#else
+  return nullptr;
+#endif
+}
+
+std::function<void(uint64_t, std::string)> RuntimeImpl::copiedAnswer(
+    const std::shared_ptr<ServerPipe>& server) {
+  // Weak: the pipe holds the lane, which holds this.
+  return [this, weak = std::weak_ptr<ServerPipe>(server)](uint64_t handoff, std::string copied) {
+    auto s = weak.lock();
+    if (!s) return;
+    wire::Header h;
+    h.type = wire::MessageType::kLaneCopied;
+    h.id = handoff;
+    writeServer(s, makeRawMessage(h, std::move(copied)));
+  };
+}
+
+void RuntimeImpl::wakeDeviceLane(int to) {
+  std::shared_ptr<WriteQueue> writes;
+  {
+    std::lock_guard<std::mutex> lock(peers_[to]->mu);
+    writes = peers_[to]->writes;
+  }
+  if (!writes || !writes->laneUp.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(writes->mu);
+  if (writes->deviceSender && writes->lane) writes->lane->wakePeer();
+}
+
+void RuntimeImpl::onLaneCopied(int rank, uint64_t generation,
+                               [[maybe_unused]] IncomingMessage& msg) {
+  std::string why = "a copy answer, but no CUDA tensors were lent to it";
+#if RPCJOB_WITH_CUDA
+  std::shared_ptr<tensorpipe::Pipe> pipe;
+  std::shared_ptr<WriteQueue> writes;
+  if (!currentClientPipe(rank, generation, pipe, writes)) return;
+  std::shared_ptr<cuda_lane::Sender> sender;
+  {
+    std::lock_guard<std::mutex> lock(writes->mu);
+    sender = writes->deviceSender;
+  }
+  if (sender) why = sender->copied(msg.header.id, msg.payload.data(), msg.payload.size());
+  if (why.empty()) return;
+#endif
+  failPeer(rank, generation, "worker '" + workers_[rank].name + "' sent " + why);
 }
 
 void RuntimeImpl::offerLane(int rank, uint64_t generation, const wire::ChannelDescriptors& remote) {
@@ -341,9 +509,11 @@ void RuntimeImpl::offerLane(int rank, uint64_t generation, const wire::ChannelDe
     offer.bellFd = poller->bellFd();
     offer.bellToken = poller->bellToken();
   }
+  std::shared_ptr<cuda_lane::Sender> sender = deviceSenderFor(rank, remote);
   {
     std::lock_guard<std::mutex> lock(writes->mu);
     writes->offered = lane;
+    writes->offeredSender = std::move(sender);
   }
   wire::Header h;
   h.type = wire::MessageType::kLaneOffer;
@@ -391,6 +561,11 @@ void RuntimeImpl::onLaneReply(int rank, uint64_t generation, IncomingMessage& ms
   }
   lane->setPeerBell(std::move(bellFile));
   lane::countLaneUp();
+  {
+    std::lock_guard<std::mutex> lock(writes->mu);
+    if (bell.deviceTensors) writes->deviceSender = std::move(writes->offeredSender);
+    writes->offeredSender.reset();
+  }
   wire::Header h;
   h.type = wire::MessageType::kLaneStart;
   enqueueWrite(pipe, *writes, makeMessage(h, nullptr), writes, lane);
@@ -410,6 +585,11 @@ void RuntimeImpl::onLaneOffer(const std::shared_ptr<ServerPipe>& server, Incomin
                                    "the lane bell of pid " + std::to_string(offer.pid), why);
   }
   lane::Poller* poller = nullptr;
+#if RPCJOB_WITH_CUDA
+  const bool deviceTensors = cuda_lane::enabledHere();
+#else
+  const bool deviceTensors = false;
+#endif
   if (bellFile) {
     lane->setPeerBell(std::move(bellFile));
     if (prepareLane(
@@ -422,7 +602,8 @@ void RuntimeImpl::onLaneOffer(const std::shared_ptr<ServerPipe>& server, Incomin
             [weak = std::weak_ptr<ServerPipe>(server)](const std::string&) {
               if (auto server = weak.lock()) server->pipe->close();
             },
-            why) != nullptr) {
+            why, deviceTensors ? deviceReceiverFor(server) : nullptr,
+            deviceTensors ? copiedAnswer(server) : nullptr) != nullptr) {
       poller = lanePoller(why);
     }
   }
@@ -438,6 +619,7 @@ void RuntimeImpl::onLaneOffer(const std::shared_ptr<ServerPipe>& server, Incomin
     return;
   }
   lane::LaneOffer ours;
+  ours.deviceTensors = deviceTensors;
   ours.pid = ::getpid();
   ours.bellFd = poller->bellFd();
   ours.bellToken = poller->bellToken();

@@ -202,33 +202,41 @@ std::string allocate(const void* descriptorTensor, const wire::TensorMeta& meta,
     in.tensors.push_back(std::move(t));
     return {};
   }
-  void* stream = nullptr;
-  for (size_t i = 0; i < index; ++i) {  // one receive stream per device and message
-    if (in.streams[i] != nullptr && in.tensors[i].device().index() == device) {
-      stream = in.streams[i];
-    }
-  }
-  c10::cuda::CUDAStream s = stream != nullptr ? c10::cuda::getStreamFromExternal(
-                                                    static_cast<cudaStream_t>(stream), device)
-                                              : c10::cuda::getStreamFromPool(false, device);
-  at::Tensor t;
-  trace::point("read.allocating", d.length);
-  c10::DataPtr held = d.length >= ReceiveSpares::kMinBytes ? receiveSpares().take(device, d.length)
-                                                           : c10::DataPtr();
-  if (held) {
-    t = tensorOnBuffer(std::move(held), d.length, meta.sizes, dtype,
-                       c10::cuda::CUDACachingAllocator::get(), c10::DispatchKey::CUDA);
-  } else {
-    c10::cuda::CUDAStreamGuard guard(allocationStream(device));
-    t = at::empty(meta.sizes, at::TensorOptions().dtype(dtype).device(c10::kCUDA, device));
-  }
-  // Between pipe.descriptor and read.prepared: the caching allocator's part apart.
-  trace::point("read.allocated", d.length);
-  recordOnStream(t.storage(), s);  // the copy into it runs there
-  allocation.tensors.push_back({tensorpipe::CudaBuffer{t.data_ptr(), s.stream()}});
-  in.streams[index] = s.stream();
+  void* stream = receiveStream(in, device);
+  at::Tensor t = receiveBuffer(device, d.length, meta.sizes, dtype, stream);
+  allocation.tensors.push_back(
+      {tensorpipe::CudaBuffer{t.data_ptr(), static_cast<cudaStream_t>(stream)}});
+  in.streams[index] = stream;
   in.tensors.push_back(std::move(t));
   return {};
+}
+
+void* receiveStream(const IncomingMessage& in, int device) {
+  for (size_t i = 0; i < in.streams.size() && i < in.tensors.size(); ++i) {
+    if (in.streams[i] != nullptr && in.tensors[i].device().index() == device) return in.streams[i];
+  }
+  return c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device)).stream();
+}
+
+at::Tensor receiveBuffer(int device, size_t bytes, const std::vector<int64_t>& sizes,
+                         c10::ScalarType dtype, void* stream) {
+  auto index = static_cast<c10::DeviceIndex>(device);
+  at::Tensor t;
+  trace::point("read.allocating", bytes);
+  c10::DataPtr held =
+      bytes >= ReceiveSpares::kMinBytes ? receiveSpares().take(device, bytes) : c10::DataPtr();
+  if (held) {
+    t = tensorOnBuffer(std::move(held), bytes, sizes, dtype, c10::cuda::CUDACachingAllocator::get(),
+                       c10::DispatchKey::CUDA);
+  } else {
+    c10::cuda::CUDAStreamGuard guard(allocationStream(index));
+    t = at::empty(sizes, at::TensorOptions().dtype(dtype).device(c10::kCUDA, index));
+  }
+  // Between pipe.descriptor and read.prepared: the caching allocator's part apart.
+  trace::point("read.allocated", bytes);
+  recordOnStream(t.storage(),  // the copy into it runs there
+                 c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(stream), index));
+  return t;
 }
 
 void finishRead(IncomingMessage& in) {

@@ -35,6 +35,14 @@ bool fillTensor(const OutgoingMessage& out, size_t index, void* tensorpipeTensor
 std::string allocate(const void* descriptorTensor, const wire::TensorMeta& meta,
                      c10::ScalarType dtype, IncomingMessage& in,
                      tensorpipe::Allocation& allocation);
+// The stream a message's receives on `device` run on (a cudaStream_t): the one
+// its earlier tensors there took, else a pool stream.
+void* receiveStream(const IncomingMessage& in, int device);
+// A receive buffer of `bytes` on `device` for a tensor of `sizes`: one held
+// ahead for its size when there is one, else from the caching allocator (on
+// the allocation stream); recorded on `stream`, where the copy into it runs.
+at::Tensor receiveBuffer(int device, size_t bytes, const std::vector<int64_t>& sizes,
+                         c10::ScalarType dtype, void* stream);
 // prepareRead, a tensor bound for host memory here: page-locked memory from
 // PyTorch's caching host allocator, when this process already uses a GPU (a CUDA
 // primary context exists: nothing initializes CUDA for a CPU-only worker) and the

@@ -22,7 +22,9 @@
 
 #include "../channels/copy_context.h"
 #include "../trace/trace.h"
+#include "device_scope.h"
 #include "event_poller.h"
+#include "ipc_cache.h"
 #include "nvlink_copy.h"
 #include "nvlink_descriptor.h"
 
@@ -55,24 +57,6 @@ std::string bootId() {
   std::getline(in, id);
   return id;
 }
-
-// Sets the current device for a scope.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    cudaGetDevice(&previous_);
-    changed_ = previous_ != device;
-    if (changed_) cudaSetDevice(device);
-  }
-  // Nothing to restore when unchanged: one CUDA call fewer on every copy's path.
-  ~DeviceScope() {
-    if (changed_) cudaSetDevice(previous_);
-  }
-
- private:
-  int previous_ = 0;
-  bool changed_ = false;
-};
 
 // One control message; fixed size, both ways.
 // WireMessage::flags of an ack.
@@ -111,42 +95,6 @@ struct PendingRecv {
 
 class NvlinkContext;
 
-// Interprocess events of one device, handed out by index.
-struct EventPool {
-  int device = 0;
-  std::vector<cudaEvent_t> events;
-  std::vector<cudaIpcEventHandle_t> handles;
-  std::vector<size_t> freeList;
-  size_t roundRobin = 0;
-
-  size_t take() {
-    if (!freeList.empty()) {
-      size_t i = freeList.back();
-      freeList.pop_back();
-      return i;
-    }
-    return grow();
-  }
-  size_t grow() {
-    DeviceScope scope(device);
-    cudaEvent_t e;
-    cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventInterprocess);
-    cudaIpcEventHandle_t h;
-    cudaIpcGetEventHandle(&h, e);
-    events.push_back(e);
-    handles.push_back(h);
-    return events.size() - 1;
-  }
-  // For "done" events: a ring; reusing one early only makes a sender wait longer.
-  size_t next(size_t ring) {
-    if (events.size() < ring) return grow();
-    return roundRobin++ % ring;
-  }
-  ~EventPool() {
-    for (auto e : events) cudaEventDestroy(e);
-  }
-};
-
 class NvlinkContext final : public CopyContext, public std::enable_shared_from_this<NvlinkContext> {
  public:
   NvlinkContext() {
@@ -161,13 +109,9 @@ class NvlinkContext final : public CopyContext, public std::enable_shared_from_t
     splitBytes_ = envSize("RPCJOB_NVLINK_SPLIT_BYTES", size_t{32} << 20);
     const char* copy = std::getenv("RPCJOB_NVLINK_COPY");
     kernelCopy_ = copy != nullptr && std::string(copy) == "kernel";
-    const char* sameGpuBy = std::getenv("RPCJOB_NVLINK_SAME_GPU_BY");
-    sameGpuByPointer_ = sameGpuBy != nullptr && std::string(sameGpuBy) == "pointer";
-    buses_.resize(count);
+    ipc_ = sharedIpcCache();
+    if (ipc_->deviceCount() != count) return;
     for (int i = 0; i < count; ++i) {
-      char bus[32] = {0};
-      cudaDeviceGetPCIBusId(bus, sizeof(bus), i);
-      buses_[i] = bus;
       int sms = 0;
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, i);
       smCount_.push_back(sms);
@@ -178,42 +122,30 @@ class NvlinkContext final : public CopyContext, public std::enable_shared_from_t
       d.boot = boot_;
       d.index = i;
       d.pid = static_cast<int>(getpid());
-      d.bus = buses_[i];
+      d.bus = ipc_->bus(i);
       for (int j = 0; j < count; ++j) {
         int can = 0;
         if (j != i && cudaDeviceCanAccessPeer(&can, i, j) == cudaSuccess && can) {
-          d.peers.push_back(buses_[j]);
+          d.peers.push_back(ipc_->bus(j));
         }
       }
       descriptors[Device{tensorpipe::kCudaDeviceType, i}] = encodeNvlinkDescriptor(d);
     }
     copyStreams_.resize(count);
-    readyEvents_.resize(count);
-    doneEvents_.resize(count);
-    for (int i = 0; i < count; ++i) {
-      readyEvents_[i].device = i;
-      doneEvents_[i].device = i;
-    }
     setViable(std::move(descriptors));
-  }
-
-  ~NvlinkContext() override {
-    for (auto& [key, opened] : opened_) {
-      DeviceScope scope(opened.device);
-      cudaIpcCloseMemHandle(opened.ptr);
-    }
-    for (auto& [key, e] : remoteEvents_) cudaEventDestroy(e);
   }
 
   bool canCommunicateWithRemote(const std::string& local,
                                 const std::string& remote) const override {
     NvlinkDescriptor a;
     NvlinkDescriptor b;
-    if (!decodeNvlinkDescriptor(local, a) || !decodeNvlinkDescriptor(remote, b)) return false;
+    if (!ipc_ || !decodeNvlinkDescriptor(local, a) || !decodeNvlinkDescriptor(remote, b)) {
+      return false;
+    }
     // Both ends of every device pair pass here during the handshake (TensorPipe's
     // accepting side, rpcjob's channel selection on the connecting one).
-    peerGpus_.learn(a);
-    peerGpus_.learn(b);
+    ipc_->learn(a);
+    ipc_->learn(b);
     if (a.boot != b.boot || a.pid == b.pid) return false;
     if (a.bus == b.bus) return true;
     auto has = [](const std::vector<std::string>& v, const std::string& s) {
@@ -224,118 +156,7 @@ class NvlinkContext final : public CopyContext, public std::enable_shared_from_t
 
   // ---- used by channels (thread safe)
 
-  // The receiver's mapping of a sender's allocation (opened once, cached);
-  // sameGpu: the allocation lives on `device` itself (the sender shares our GPU).
-  void* openMemory(const WireMessage& m, int device, bool& sameGpu, std::string& error) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto key = std::make_pair(m.pid, m.base);
-    auto it = opened_.find(key);
-    if (it != opened_.end() && it->second.bufferId == m.bufferId && it->second.device == device) {
-      sameGpu = it->second.sameGpu;
-      return it->second.ptr;
-    }
-    DeviceScope scope(device);
-    if (it != opened_.end()) {  // the sender freed it and reused the address
-      cudaIpcCloseMemHandle(it->second.ptr);
-      opened_.erase(it);
-    }
-    void* ptr = nullptr;
-    cudaError_t e = cudaIpcOpenMemHandle(&ptr, m.memory, cudaIpcMemLazyEnablePeerAccess);
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      error = cudaWhat("cudaIpcOpenMemHandle", e);
-      return nullptr;
-    }
-    auto bus = sameGpuByPointer_ ? std::nullopt : peerGpus_.busOf(m.pid, m.device);
-    if (bus) {
-      sameGpu = *bus == buses_[device];
-    } else {
-      // No descriptor of the sender's GPU seen (a peer that predates its index), or
-      // RPCJOB_NVLINK_SAME_GPU_BY=pointer (the former test, for an A/B): the
-      // pointer's device ordinal, which names the device of the context that
-      // opened it and so errs towards the one-GPU protocol (slower, not wrong).
-      int ordinal = -1;
-      sameGpu = cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                      reinterpret_cast<CUdeviceptr>(ptr)) == CUDA_SUCCESS &&
-                ordinal == device;
-    }
-    opened_[key] = Opened{ptr, m.bufferId, device, sameGpu};
-    return ptr;
-  }
-
-  cudaEvent_t openEvent(const cudaIpcEventHandle_t& handle, int device, std::string& error) {
-    std::string key(reinterpret_cast<const char*>(&handle), sizeof(handle));
-    key += std::to_string(device);
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = remoteEvents_.find(key);
-    if (it != remoteEvents_.end()) return it->second;
-    DeviceScope scope(device);
-    cudaEvent_t e = nullptr;
-    cudaError_t r = cudaIpcOpenEventHandle(&e, handle);
-    if (r != cudaSuccess) {
-      cudaGetLastError();
-      error = cudaWhat("cudaIpcOpenEventHandle", r);
-      return nullptr;
-    }
-    remoteEvents_[key] = e;
-    return e;
-  }
-
-  // The sender's IPC handle of an allocation, cached per (base, buffer id).
-  bool exportMemory(const void* ptr, int device, WireMessage& m, std::string& error) {
-    CUdeviceptr base = 0;
-    unsigned long long bufferId = 0;
-    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                   CU_POINTER_ATTRIBUTE_BUFFER_ID};
-    void* values[] = {&base, &bufferId};
-    CUresult r = cuPointerGetAttributes(2, attrs, values, reinterpret_cast<CUdeviceptr>(ptr));
-    if (r != CUDA_SUCCESS || base == 0) {
-      error = "cuPointerGetAttributes failed (" + std::to_string(static_cast<int>(r)) + ")";
-      return false;
-    }
-    m.base = static_cast<uint64_t>(base);
-    m.bufferId = bufferId;
-    m.offset = reinterpret_cast<uint64_t>(ptr) - m.base;
-    std::lock_guard<std::mutex> lock(mu_);
-    auto key = std::make_pair(m.base, m.bufferId);
-    auto it = exported_.find(key);
-    if (it == exported_.end()) {
-      DeviceScope scope(device);
-      cudaIpcMemHandle_t h;
-      cudaError_t e = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base));
-      if (e != cudaSuccess) {
-        cudaGetLastError();
-        error = cudaWhat("cudaIpcGetMemHandle", e);
-        return false;
-      }
-      // Entries of freed allocations are dropped when the address comes back
-      // with a new buffer id.
-      for (auto old = exported_.begin(); old != exported_.end();) {
-        old = old->first.first == m.base ? exported_.erase(old) : std::next(old);
-      }
-      it = exported_.emplace(key, h).first;
-    }
-    m.memory = it->second;
-    return true;
-  }
-
-  size_t takeReady(int device, cudaEvent_t& event, cudaIpcEventHandle_t& handle) {
-    std::lock_guard<std::mutex> lock(mu_);
-    size_t i = readyEvents_[device].take();
-    event = readyEvents_[device].events[i];
-    handle = readyEvents_[device].handles[i];
-    return i;
-  }
-  void releaseReady(int device, size_t i) {
-    std::lock_guard<std::mutex> lock(mu_);
-    readyEvents_[device].freeList.push_back(i);
-  }
-  void takeDone(int device, cudaEvent_t& event, cudaIpcEventHandle_t& handle) {
-    std::lock_guard<std::mutex> lock(mu_);
-    size_t i = doneEvents_[device].next(256);
-    event = doneEvents_[device].events[i];
-    handle = doneEvents_[device].handles[i];
-  }
+  IpcCache& ipc() { return *ipc_; }
 
   // Streams the pieces of a large copy run on, with one event each.
   struct CopyStream {
@@ -367,33 +188,19 @@ class NvlinkContext final : public CopyContext, public std::enable_shared_from_t
   EventPoller& poller() { return poller_; }
 
  private:
-  struct Opened {
-    void* ptr;
-    uint64_t bufferId;
-    int device;
-    bool sameGpu;
-  };
-
   std::shared_ptr<CopyChannelBase> makeChannel(
       std::shared_ptr<tensorpipe::transport::Connection> connection) override;
 
   std::string boot_;
-  std::vector<std::string> buses_;  // PCI bus id by CUDA index, this process's GPUs
-  mutable PeerGpus peerGpus_;       // the peers' GPUs, from their descriptors
+  std::shared_ptr<IpcCache> ipc_;  // memory and events traded with peers, and their GPUs
   size_t streamsPerCopy_ = 1;
   size_t splitBytes_ = size_t{32} << 20;
   bool kernelCopy_ = false;
-  bool sameGpuByPointer_ = false;  // RPCJOB_NVLINK_SAME_GPU_BY=pointer
   std::vector<int> smCount_;
   std::mutex mu_;
   std::mutex copyMu_;
-  std::map<std::pair<int, uint64_t>, Opened> opened_;
-  std::map<std::pair<uint64_t, uint64_t>, cudaIpcMemHandle_t> exported_;
-  std::map<std::string, cudaEvent_t> remoteEvents_;
   std::vector<std::vector<CopyStream>> copyStreams_;
-  std::vector<EventPool> readyEvents_;
-  std::vector<EventPool> doneEvents_;
-  EventPoller poller_;  // last: its thread stops before the events above go
+  EventPoller poller_;  // last: its thread stops before the events in ipc_ go
 };
 
 class NvlinkChannel final
@@ -416,10 +223,15 @@ class NvlinkChannel final
     int device = buffer.device().index;
     m.pid = static_cast<int32_t>(getpid());
     m.device = device;
-    if (!context_->exportMemory(b.ptr, device, m, error)) return false;
+    ExportedMemory exported;
+    if (!context_->ipc().exportMemory(b.ptr, device, exported, error)) return false;
+    m.base = exported.base;
+    m.bufferId = exported.bufferId;
+    m.offset = exported.offset;
+    m.memory = exported.handle;
     trace::point("nvlink.exported", m.length);
     cudaEvent_t ready;
-    s.slot = context_->takeReady(device, ready, m.event);
+    s.slot = context_->ipc().takeReady(device, ready, m.event);
     {
       DeviceScope scope(device);
       cudaEventRecord(ready, b.stream);
@@ -430,21 +242,21 @@ class NvlinkChannel final
     return true;
   }
 
-  void release(PendingSend& s) { context_->releaseReady(s.device, s.slot); }
+  void release(PendingSend& s) { context_->ipc().releaseReady(s.device, s.slot); }
 
   Error acked(PendingSend& s, const WireMessage& ack) {
     trace::point("nvlink.acked", ack.seq);
     if (ack.flags & kAckCopied) {  // copied already: nothing left to order after
-      context_->releaseReady(s.device, s.slot);
+      context_->ipc().releaseReady(s.device, s.slot);
       return Error::kSuccess;
     }
     std::string error;
-    cudaEvent_t done = context_->openEvent(ack.event, s.device, error);
+    cudaEvent_t done = context_->ipc().openEvent(ack.event, s.device, error);
     if (done != nullptr) {
       DeviceScope scope(s.device);
       cudaStreamWaitEvent(s.stream, done, 0);  // the memory is free once the copy is
     }
-    context_->releaseReady(s.device, s.slot);
+    context_->ipc().releaseReady(s.device, s.slot);
     return done != nullptr ? Error::kSuccess : makeError(error);
   }
 
@@ -462,8 +274,18 @@ class NvlinkChannel final
               std::to_string(r.length) + " expected";
     }
     bool sameGpu = false;
-    void* base = error.empty() ? context_->openMemory(m, r.device, sameGpu, error) : nullptr;
-    cudaEvent_t ready = base != nullptr ? context_->openEvent(m.event, r.device, error) : nullptr;
+    uint64_t mapped = 0;
+    void* base = error.empty() ? context_->ipc().openMemory(
+                                     PeerMemory{m.pid, m.device, m.base, m.bufferId, m.memory},
+                                     r.device, sameGpu, mapped, error)
+                               : nullptr;
+    if (base != nullptr && (m.offset > mapped || m.length > mapped - m.offset)) {
+      error = "a copy of " + std::to_string(m.length) + " bytes at offset " +
+              std::to_string(m.offset) + " of a peer's allocation of " + std::to_string(mapped);
+      base = nullptr;
+    }
+    cudaEvent_t ready =
+        base != nullptr ? context_->ipc().openEvent(m.event, r.device, error) : nullptr;
     if (ready == nullptr) {
       r.callback(makeError(error));
       fail(error);
@@ -506,7 +328,7 @@ class NvlinkChannel final
       }
       trace::point("nvlink.enqueued", m.seq);
       cudaEvent_t done;
-      context_->takeDone(r.device, done, ack->event);
+      context_->ipc().takeDone(r.device, done, ack->event);
       cudaEventRecord(done, r.stream);
       trace::point("nvlink.recorded", m.seq);
       cudaError_t e = cudaGetLastError();
@@ -527,7 +349,7 @@ class NvlinkChannel final
     if (error.empty()) {
       DeviceScope scope(r.device);
       copyOn(r.ptr, src, r.length, r.device, r.stream);
-      context_->takeDone(r.device, done, ack->event);
+      context_->ipc().takeDone(r.device, done, ack->event);
       cudaEventRecord(done, r.stream);
       cudaError_t e = cudaGetLastError();
       if (e != cudaSuccess) error = cudaWhat("copy", e);

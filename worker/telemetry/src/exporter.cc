@@ -27,6 +27,7 @@
 #endif
 #if RPCJOB_HAS_INSTRUMENT && RPCJOB_WITH_CUDA
 #include "cuda_event_timer.h"
+#include "lane_transfer_meter.h"
 #endif
 
 namespace rpcjob::telemetry {
@@ -195,6 +196,8 @@ void Exporter::attach(runtime::RuntimeOptions& options, const std::vector<std::s
     return instrument::instrumentChannel(name, std::move(context), channels,
                                          cuda ? cudaTimer : nullptr);
   };
+  // CUDA tensors that no channel moves (a lane's IPC handles), timed the same way.
+  options.hooks.deviceTransfers = makeLaneTransferMeter(channels, cudaTimer);
 #else
   options.hooks.wrapChannel = [&channels](const std::string& name,
                                           std::shared_ptr<tensorpipe::channel::Context> context) {

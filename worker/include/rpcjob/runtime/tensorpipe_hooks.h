@@ -23,6 +23,8 @@ class Context;
 
 namespace rpcjob::runtime {
 
+class DeviceTransferObserver;  // device_transfers.h
+
 // (name, context) -> context to register (the same one, or a decorator of it).
 using ChannelWrapper = std::function<std::shared_ptr<tensorpipe::channel::Context>(
     const std::string& name, std::shared_ptr<tensorpipe::channel::Context> context)>;
@@ -32,6 +34,8 @@ using TransportWrapper = std::function<std::shared_ptr<tensorpipe::transport::Co
 struct TensorpipeHooks {
   ChannelWrapper wrapChannel;      // empty: register as created
   TransportWrapper wrapTransport;  // empty: register as created
+  // CUDA tensors that bypass TensorPipe (device_transfers.h); null: not counted.
+  std::shared_ptr<DeviceTransferObserver> deviceTransfers;
 };
 
 }  // namespace rpcjob::runtime

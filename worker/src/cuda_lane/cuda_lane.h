@@ -1,0 +1,97 @@
+#pragma once
+// CUDA tensors between two workers' GPUs on one host, carried as IPC handles in
+// the request frames of their shared-memory lane (../lane/) rather than through
+// TensorPipe's pipe and cuda_nvlink's control connection: README.md says why
+// and what it costs. CUDA build only; the runtime decides which messages go
+// (runtime_lane.cc) and this does the CUDA side of both ends.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "lane_pairs.h"
+#include "rpcjob/runtime/device_transfers.h"
+
+namespace rpcjob::runtime {
+struct OutgoingMessage;
+struct IncomingMessage;
+namespace cuda {
+class IpcCache;
+}
+}  // namespace rpcjob::runtime
+
+namespace rpcjob::runtime::cuda_lane {
+
+// Whether this process takes CUDA tensors over lanes: it sees a CUDA device,
+// and RPCJOB_LANE_CUDA is not "0" (which keeps them on TensorPipe, to compare).
+bool enabledHere();
+
+// The client's side of one lane: lends the server its requests' CUDA tensors.
+// Thread-safe; lend() and unlend() under the lane's write lock, copied() on
+// the poller's thread, end() anywhere.
+class Sender {
+ public:
+  // `peer`: the server's name; `observer` (may be null) counts each tensor.
+  Sender(LanePairs pairs, std::string peer, std::shared_ptr<DeviceTransferObserver> observer);
+  ~Sender();  // end()
+  Sender(const Sender&) = delete;
+  Sender& operator=(const Sender&) = delete;
+
+  // Whether `m` may go as handles: it has tensors, and every one is a CUDA
+  // tensor on its send stream bound for a device of an allowed pair.
+  bool carries(const OutgoingMessage& m) const;
+  // Exports the memory of m's tensors and records a "ready" event on each of
+  // its send streams; `handles`: the bytes for appendDeviceHandles. `m` stays
+  // lent (its memory is the server's to read) until copied() names `handoff`,
+  // or end(). False with `why`: nothing lent, the pipe takes it.
+  bool lend(const std::shared_ptr<OutgoingMessage>& m, std::string& handles, uint64_t& handoff,
+            std::string& why);
+  // The frame did not go after all (a full ring): its events back, `m` let go.
+  void unlend(uint64_t handoff);
+  // kLaneCopied: each send stream waits (on the GPU) for the server's "done"
+  // events, so the memory is reused only after its copies; then `m` goes.
+  // "" or why (a handoff never lent, a malformed answer): the lane fails.
+  std::string copied(uint64_t handoff, const char* data, size_t size);
+  // The lane ended (its peer died or broke it, or shutdown): nothing more is
+  // lent, and what is lets go without a "done" to wait for. The calls of
+  // those frames fail with the pipe the lane's end fails.
+  void end();
+
+ private:
+  struct Lent;
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The server's side of one lane. receive(), for a request frame's handles
+// (`data`): allocates each tensor on its device here (a buffer held ahead
+// when there is one), enqueues its copy after the sender's "ready" event, and
+// fills `in` as a pipe's read would (tensors, their streams: decodeValue
+// records the events). `handoff` and `copied`: the kLaneCopied answer, to send
+// at once. "" or why (the lane fails with it). On the poller's thread.
+class Receiver {
+ public:
+  // `peer`: the client's name; `observer` (may be null) counts each tensor.
+  Receiver(std::string peer, std::shared_ptr<DeviceTransferObserver> observer);
+  ~Receiver();
+  Receiver(const Receiver&) = delete;
+  Receiver& operator=(const Receiver&) = delete;
+  std::string receive(const char* data, size_t size, IncomingMessage& in, uint64_t& handoff,
+                      std::string& copied);
+
+ private:
+  std::shared_ptr<cuda::IpcCache> ipc_;
+  std::string peer_;
+  std::shared_ptr<DeviceTransferObserver> observer_;
+};
+
+// Process-wide, since start: what tests and benchmarks read.
+struct Counters {
+  uint64_t framesLent = 0;      // request frames sent with CUDA tensors as handles
+  uint64_t framesCopied = 0;    // of those, answered by the server's kLaneCopied
+  uint64_t framesReceived = 0;  // such frames received and copied
+  uint64_t tensorsReceived = 0;
+};
+Counters counters();
+
+}  // namespace rpcjob::runtime::cuda_lane
