@@ -287,8 +287,8 @@ if want pod; then
   # names replaced by loopback). One GPU: examples/model-split-one-gpu.yaml's layout
   # (both workers share it); two or more: model-split-cuda's on the machine's last two
   # GPUs in reverse order, so the pod's cuda:0 is not the machine's. Checks: both runs
-  # exit 0, the 64 MiB tensors arrive exactly, the bytes went by cuda_ipc or
-  # cuda_nvlink and none by cuda_basic, and the model split's gradients match (the
+  # exit 0, the 64 MiB tensors arrive exactly, the bytes went by cuda_ipc, cuda_nvlink or
+  # cuda_lane and none by cuda_basic, and the model split's gradients match (the
   # seed program examples/model-split, built by `seeds`).
   # POD_DEVICE=cpu runs the same on a machine without GPUs (the CUDA checks skipped).
   P=$L/pod

@@ -61,21 +61,6 @@ std::string describe(const std::exception_ptr& error) {
 
 }  // namespace
 
-#if RPCJOB_WITH_CUDA
-namespace {
-// A CUDA tensor among a call's arguments (the tuple's own elements: a cheap
-// look, not a walk of the value).
-bool hasCudaTensor(const c10::IValue& value) {
-  if (value.isTensor()) return value.toTensor().is_cuda();
-  if (!value.isTuple()) return false;
-  for (const c10::IValue& v : value.toTupleRef().elements()) {
-    if (v.isTensor() && v.toTensor().is_cuda()) return true;
-  }
-  return false;
-}
-}  // namespace
-#endif
-
 Future RuntimeImpl::rpcAsync(const std::string& to, const std::string& function,
                              std::vector<c10::IValue> args, CallOptions options) {
   wire::Header h;
@@ -102,10 +87,6 @@ Future RuntimeImpl::sendRequest(int to, wire::Header header, const c10::IValue* 
         RpcError(ErrorCode::kShutdown, peerName, "the runtime is not running")));
     return Future(std::move(state));
   }
-#if RPCJOB_WITH_CUDA
-  // Its making takes longer than the server's poller takes to wake: wake it now.
-  if (value != nullptr && hasCudaTensor(*value)) wakeDeviceLane(to);
-#endif
   // The id first, so that makeMessage encodes the header once, as sent.
   const uint64_t id = nextCallId_.fetch_add(1);
   header.id = id;

@@ -342,9 +342,6 @@ class RuntimeImpl {
   Routed sendDeviceFrameLocked(WriteQueue& writes, const std::shared_ptr<OutgoingMessage>& message,
                                bool hold, std::string& why);
 #endif
-  // Before a request with CUDA tensors to `to` is made: wakes the server's
-  // poller if the request will go on its lane (Lane::wakePeer).
-  void wakeDeviceLane(int to);
   // The client: the server copied a request frame's CUDA tensors (kLaneCopied).
   void onLaneCopied(int rank, uint64_t generation, IncomingMessage& msg);
   // The client, offering a lane to `rank`: what will lend its CUDA tensors on
@@ -354,6 +351,10 @@ class RuntimeImpl {
   // The server, taking a lane from `server`'s caller: what copies the CUDA
   // tensors its frames carry as handles.
   std::shared_ptr<cuda_lane::Receiver> deviceReceiverFor(const std::shared_ptr<ServerPipe>& server);
+  // The server, on its poller: sends a kLaneCopied answer on `lane` itself,
+  // unordered; by `ordered` (copiedAnswer's) when the ring cannot take it.
+  void answerCopied(WriteQueue& writes, lane::Lane& lane, uint64_t handoff, std::string copied,
+                    const std::function<void(uint64_t, std::string)>& ordered);
   // The server: sends a kLaneCopied answer on `server`'s pipe (or its lane).
   std::function<void(uint64_t, std::string)> copiedAnswer(
       const std::shared_ptr<ServerPipe>& server);

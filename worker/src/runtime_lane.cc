@@ -5,6 +5,7 @@
 
 #include <tensorpipe/tensorpipe.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -16,6 +17,7 @@
 #include "lane/poller.h"
 #include "release_later.h"
 #include "runtime_impl.h"
+#include "trace/trace.h"
 #if RPCJOB_WITH_CUDA
 #include "cuda/cuda_serialization.h"
 #include "cuda/nvlink_channel.h"
@@ -43,6 +45,17 @@ std::string pidNamespace() {
 void logOnce(const std::string& line) {
   static std::atomic<bool> said{false};
   if (!said.exchange(true)) std::cerr << line << " (said once)\n";
+}
+
+// How long a server's poller spins after a frame with CUDA tensors
+// (Poller::keepSpinning): RPCJOB_LANE_DEVICE_SPIN_US, else 4 ms.
+std::chrono::microseconds deviceSpin() {
+  static const std::chrono::microseconds spin = [] {
+    const char* v = std::getenv("RPCJOB_LANE_DEVICE_SPIN_US");
+    return std::chrono::microseconds(v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 10)
+                                                                : 4000);
+  }();
+  return spin;
 }
 
 // A message the lane may carry: no tensor for a channel, a payload that could
@@ -121,10 +134,19 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
   auto msg = std::make_shared<IncomingMessage>();  // reused for every frame
   lane->setReceiver(
       [this, msg, order, onMessage = std::move(onMessage), toServer, receiver = std::move(receiver),
-       onCopied = std::move(onCopied)](const char* data, size_t size, std::string& error) {
+       onCopied = std::move(onCopied), poller, weakWrites = std::weak_ptr<WriteQueue>(writes),
+       self = lane.get()](const char* data, size_t size, std::string& error) {
         wire::Header& h = msg->header;
         error = wire::decodeHeader(data, size, h);
         if (!error.empty()) return lane::Delivery::kFailed;
+        if (h.type == wire::MessageType::kLaneCopied && !h.hasOrder && !toServer) {
+          // Unordered (answerCopied): nothing was stamped behind it.
+          if (h.inlinePayload)
+            msg->payload.assign(data + h.payloadOffset, data + h.payloadOffset + h.payloadLength);
+          onMessage(*msg);
+          msg->clear();
+          return lane::Delivery::kDelivered;
+        }
         if (!h.hasOrder) {
           error = "a frame without its order";
           return lane::Delivery::kFailed;
@@ -161,7 +183,10 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
             msg->clear();
             return lane::Delivery::kFailed;
           }
-          onCopied(handoff, std::move(copied));
+          poller->keepSpinning(deviceSpin());
+          if (auto writes = weakWrites.lock()) {
+            answerCopied(*writes, *self, handoff, std::move(copied), onCopied);
+          }
         }
         // Its arrival: the counter the poller read after the previous frame, if
         // it did (the frame was taken right after), else read when asked.
@@ -424,6 +449,29 @@ std::shared_ptr<cuda_lane::Receiver> RuntimeImpl::deviceReceiverFor(
 #endif
 }
 
+void RuntimeImpl::answerCopied(WriteQueue& writes, lane::Lane& lane, uint64_t handoff,
+                               std::string copied,
+                               const std::function<void(uint64_t, std::string)>& ordered) {
+  wire::Header h;
+  h.type = wire::MessageType::kLaneCopied;
+  h.id = handoff;
+  thread_local std::string frame;
+  wire::encodeHeaderInto(h, 4 + copied.size(), frame);
+  wire::appendInlinePayload(frame, copied.data(), copied.size());
+  lane::RingProducer::Status sent;
+  {
+    std::lock_guard<std::mutex> lock(writes.mu);  // the lane's one producer
+    // Not counted in laneSent: no pipe message is ordered after it, so the
+    // call's answer (on the pipe) never waits for it at the client.
+    sent = lane.send(frame.data(), frame.size(), nullptr);
+  }
+  // A full ring: the ordered way, which may take the pipe. A broken one fails
+  // the lane (its frames' calls with it) on its own.
+  if (sent == lane::RingProducer::Status::kFull || sent == lane::RingProducer::Status::kTooLarge) {
+    ordered(handoff, std::move(copied));
+  }
+}
+
 std::function<void(uint64_t, std::string)> RuntimeImpl::copiedAnswer(
     const std::shared_ptr<ServerPipe>& server) {
   // Weak: the pipe holds the lane, which holds this.
@@ -435,17 +483,6 @@ std::function<void(uint64_t, std::string)> RuntimeImpl::copiedAnswer(
     h.id = handoff;
     writeServer(s, makeRawMessage(h, std::move(copied)));
   };
-}
-
-void RuntimeImpl::wakeDeviceLane(int to) {
-  std::shared_ptr<WriteQueue> writes;
-  {
-    std::lock_guard<std::mutex> lock(peers_[to]->mu);
-    writes = peers_[to]->writes;
-  }
-  if (!writes || !writes->laneUp.load(std::memory_order_relaxed)) return;
-  std::lock_guard<std::mutex> lock(writes->mu);
-  if (writes->deviceSender && writes->lane) writes->lane->wakePeer();
 }
 
 void RuntimeImpl::onLaneCopied(int rank, uint64_t generation,

@@ -352,10 +352,6 @@ RingProducer::Status Lane::send(const char* data, size_t size, std::string* erro
   return s;
 }
 
-void Lane::wakePeer() {
-  if (peerBell_ && !closed()) ringBell(*reinterpret_cast<Bell*>(peerBell_->base()));
-}
-
 void Lane::publishHeld() {
   if (held_ == 0) return;
   // Another thread's unheld send may have published them meanwhile: then

@@ -142,11 +142,6 @@ class Lane {
                             Publish publish = Publish::kNow);
   // Publishes held frames and rings the peer's bell.
   void publishHeld();
-  // Wakes the peer's poller if it sleeps, without a frame: the frame that is
-  // about to come (a CUDA request, whose making takes longer than a wake-up
-  // on a virtual machine, 20-40 us) then finds it spinning. Under the write
-  // lock, as send().
-  void wakePeer();
   // How the poller has the owner publish a turn's held frames: it takes its
   // write lock and calls publishHeld(). Set before the poller sees the lane.
   void setPublisher(std::function<void()> publisher);

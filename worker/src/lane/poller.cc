@@ -81,6 +81,10 @@ void Poller::wake() {
   futexWake(&b.seq, FutexScope::kShared);
 }
 
+void Poller::keepSpinning(std::chrono::microseconds span) {
+  spinUntil_ = std::max(spinUntil_, std::chrono::steady_clock::now() + span);
+}
+
 void Poller::stop() {
   std::vector<std::shared_ptr<Lane>> lanes;
   {
@@ -134,7 +138,8 @@ void Poller::loop() {
       idle = true;
       spin = spinAfterLastFrame(spin_, fixed_, adaptive_.budget());
     }
-    if (std::chrono::steady_clock::now() - spinFrom < spin) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - spinFrom < spin || now < spinUntil_) {
       // Yield, not pause: where threads outnumber cores (a 2-core pod: both
       // processes' pollers, the caller's spin, TensorPipe's reactors) a
       // pause-spinning poller held its core until its time slice ended, and

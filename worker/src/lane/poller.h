@@ -64,6 +64,12 @@ class Poller {
   // Closes every lane, then joins the thread. Idempotent.
   void stop();
   bool onPollerThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  // On the poller's thread, as a frame is delivered: spin (not sleep) until at
+  // least `span` from now. A frame with CUDA tensors is a GPU pipeline at
+  // work, whose next request comes after its copies (milliseconds for large
+  // tensors), past the adaptive budget; waking then costs 20-40 us on a
+  // virtual machine, all of it in the next transfer's start (issue 20).
+  void keepSpinning(std::chrono::microseconds span);
 
  private:
   void loop();
@@ -78,6 +84,7 @@ class Poller {
   std::vector<std::shared_ptr<Lane>> lanes_;  // under mu_; the thread copies it
   std::atomic<uint64_t> version_{0};
   std::atomic<bool> stop_{false};
+  std::chrono::steady_clock::time_point spinUntil_{};  // the poller thread's (keepSpinning)
   std::thread thread_;
 };
 
