@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "cuda_lane/cuda_lane.h"
 #include "gpu_autograd_functions.h"
 #include "gpu_pair.h"
 #include "rpcjob/assignment/intra_op_threads.h"
@@ -298,6 +299,12 @@ int main(int, char** argv) {
   auto push400 = ways ? rawRoundTrips(mb400, peer, 3, 20, 0, peer) : std::vector<double>{0};
   // Pulled both ways through as many stream hand-offs as a round trip through us.
   auto hops400 = ways ? rawRoundTrips(mb400, peer, 3, 20, peer, 0, 2, 1) : std::vector<double>{0};
+  // The pair's TensorPipe channel; requests whose CUDA tensors went as handles
+  // on the lane (cuda_lane/) name it first.
+  const std::string tensorpipeChannel = pair.channelFor("cuda:0", remote);
+  const std::string channel = runtime::cuda_lane::counters().framesLent > 0
+                                  ? "cuda_lane, replies " + tensorpipeChannel
+                                  : tensorpipeChannel;
   std::printf(
       "{\"impl\": \"rpcjob\", \"devices\": \"cuda:0->%s\", \"channel\": \"%s\", \"small_p50_us\": "
       "%.1f, \"small_p99_us\": %.1f, "
@@ -307,7 +314,7 @@ int main(int, char** argv) {
       "\"raw_pull_hops_rt400mb_ms\": %.3f, \"model_split_s\": %.4f, "
       "\"recipe_cpu_rpc_s\": %.4f, \"recipe_cuda_rpc_s\": %.4f, "
       "\"recipe_cuda_rpc_blocks_s\": [%s], \"intra_op_threads\": %d}\n",
-      remote.c_str(), pair.channelFor("cuda:0", remote).c_str(), pct(s, 0.5) * 1e6,
+      remote.c_str(), channel.c_str(), pct(s, 0.5) * 1e6,
       pct(s, 0.99) * 1e6, pct(r4, 0.5) * 1e3, pct(r400, 0.5) * 1e3,
       2 * 400e6 / 1e9 / pct(r400, 0.5), pct(r400, 0.1) * 1e3, pct(r400, 0.9) * 1e3,
       pct(raw4, 0.5) * 1e3, pct(raw400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(raw400, 0.5),
