@@ -7,6 +7,13 @@
 // closes the pipe; the worker does after a grace period otherwise) or else close
 // the pipe at once, never crash or hang, keep answering the driver and exit
 // cleanly at shutdown.
+//
+// The same for the shared-memory lane beside such a pipe (lane/lane.h), which
+// the cases open by hand as the runtime's client does (offerLane): a frame with
+// CUDA tensors as IPC handles (wire::kDeviceHandles) to a worker without a CUDA
+// build fails the lane with the reason. And the other way round, a hostile
+// server: a fake "w1" that answers a runtime in this process (its client) with
+// a copy answer (wire::kLaneCopied) for tensors that client never lent it.
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/ones.h>
 #include <c10/core/ScalarType.h>
@@ -20,14 +27,18 @@
 #include <tensorpipe/tensorpipe.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -35,9 +46,14 @@
 #include <vector>
 
 #include "cluster.h"
+#include "cuda/device_maps.h"
+#include "cuda_lane/handles_wire.h"
 #include "header_codec.h"
+#include "lane/lane.h"
 #include "memory_limit.h"
 #include "raw_peer.h"
+#include "rpcjob/assignment/environment.h"
+#include "rpcjob/assignment/port_reservation.h"
 
 namespace rpcjob::testing {
 namespace {
@@ -66,6 +82,98 @@ tensorpipe::Message::Tensor tensorEntry(c10::ScalarType dtype, std::vector<int64
   t.metadata = wire::encodeTensorMeta(meta);
   return t;
 }
+
+// One message read off a raw pipe: its header and its payload (inline, or
+// TensorPipe's first), or why the read failed.
+struct RawMessage {
+  std::string error;
+  wire::Header header;
+  std::string payload;
+};
+
+// Reads the next message on `pipe` (its tensors too, into buffers dropped after)
+// and hands it to `done` on TensorPipe's thread.
+void readRaw(const std::shared_ptr<tensorpipe::Pipe>& pipe, std::function<void(RawMessage)> done) {
+  pipe->readDescriptor(
+      [pipe, done = std::move(done)](const tensorpipe::Error& error, tensorpipe::Descriptor d) {
+        auto m = std::make_shared<RawMessage>();
+        if (error) {
+          m->error = error.what();
+          return done(std::move(*m));
+        }
+        m->error = wire::decodeHeader(d.metadata.data(), d.metadata.size(), m->header);
+        if (m->error.empty() && m->header.inlinePayload) {
+          m->payload = d.metadata.substr(m->header.payloadOffset, m->header.payloadLength);
+        }
+        auto buffers = std::make_shared<std::vector<std::string>>();
+        for (const auto& p : d.payloads) buffers->emplace_back(p.length, '\0');
+        for (const auto& t : d.tensors) buffers->emplace_back(t.length, '\0');
+        tensorpipe::Allocation allocation;
+        for (size_t i = 0; i < buffers->size(); ++i) {
+          if (i < d.payloads.size()) {
+            allocation.payloads.push_back({(*buffers)[i].data()});
+          } else {
+            allocation.tensors.push_back({tensorpipe::CpuBuffer{(*buffers)[i].data()}});
+          }
+        }
+        const bool hasPayload = !d.payloads.empty();
+        pipe->read(std::move(allocation),
+                   [m, buffers, hasPayload, done](const tensorpipe::Error& error) {
+                     if (error) m->error = error.what();
+                     if (!error && hasPayload) m->payload = buffers->front();
+                     done(std::move(*m));
+                   });
+      });
+}
+
+// A message as the runtime writes one: the header, `payload` inline after it.
+tensorpipe::Message rawMessage(const wire::Header& header, const std::string& payload = {}) {
+  tensorpipe::Message m;
+  m.metadata = wire::encodeHeader(header);
+  if (!payload.empty()) wire::appendInlinePayload(m.metadata, payload.data(), payload.size());
+  return m;
+}
+
+// The arguments (7) of a call, as the runtime encodes them.
+std::string argumentsSeven() {
+  std::vector<char> bytes;
+  wire::FastEncoder args(bytes);
+  args.tuple(1);
+  args.integer(7);
+  return {bytes.begin(), bytes.end()};
+}
+
+// A lane's end that this process offers (the client's) or opened (the
+// server's), with this process's bell for the peer to ring, as the runtime
+// makes them (offerLane, onLaneOffer); never polled unless a case does.
+struct RawLane {
+  std::shared_ptr<runtime::lane::Lane> lane;
+  uint64_t bellToken = runtime::lane::randomToken();
+  std::unique_ptr<runtime::lane::SharedFile> bell;
+  // Our side of the offer: the lane (a client's) and our bell.
+  runtime::lane::LaneOffer offer() const {
+    runtime::lane::LaneOffer o;
+    if (lane->side() == runtime::lane::Lane::Side::kClient) o = lane->offer();
+    o.pid = ::getpid();
+    o.bellFd = bell->fd();
+    o.bellToken = bellToken;
+    return o;
+  }
+  // Opens the bell the peer's offer (or answer) names: "" or why not.
+  std::string ringing(const runtime::lane::LaneOffer& peer) {
+    std::string why;
+    auto file = runtime::lane::SharedFile::openPeer(peer.pid, peer.bellFd,
+                                                    runtime::lane::bellName(peer.bellToken), 4096,
+                                                    "the peer's bell", why);
+    if (file) lane->setPeerBell(std::move(file));
+    return why;
+  }
+  std::string makeBell() {
+    std::string why;
+    bell = runtime::lane::SharedFile::create(runtime::lane::bellName(bellToken), 4096, why);
+    return why;
+  }
+};
 
 // `bytes` of address space that reads as zeros and commits no memory: the
 // sender's side of a tensor too large for any machine here.
@@ -247,7 +355,11 @@ class HostileMessageTest : public ::testing::Test {
 
   // w1 logged that it closed our pipe, with `reason` in the line.
   ::testing::AssertionResult workerLogged(const std::string& reason) {
-    const std::string line = "closing a pipe from 'hostile': " + reason;
+    return workerLoggedLine("closing a pipe from 'hostile': " + reason);
+  }
+
+  // w1's stderr has `line` (within kBound).
+  ::testing::AssertionResult workerLoggedLine(const std::string& line) {
     for (auto until = Clock::now() + kBound; Clock::now() < until;) {
       if (readFile(log_).find(line) != std::string::npos) return ::testing::AssertionSuccess();
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -509,6 +621,38 @@ TEST_F(HostileMessageTest, APayloadBothInlineAndApartOrInlineInABatchClosesThePi
   expectRefused(std::move(m), "an inline payload inside a batch", HeaderReadable::kNo);
 }
 
+// Device handles (wire::kDeviceHandles) travel only in a lane's frames: on a
+// pipe message, alone or in a batch, they are refused, not ignored (they were
+// until the lane's CUDA path: such a call was answered as if they were not there).
+TEST_F(HostileMessageTest, DeviceHandlesInAPipeMessageOrABatchAreRefused) {
+  const std::string junk(100, 'x');
+  wire::Header part;
+  part.type = wire::MessageType::kCall;
+  part.id = 1;
+  part.function = "identity";
+  std::vector<char> args;
+  wire::FastEncoder encoder(args);
+  encoder.tuple(1);
+  encoder.integer(7);
+  tensorpipe::Message call;
+  call.metadata = wire::encodeHeader(part);
+  wire::appendInlinePayload(call.metadata, args.data(), args.size());
+  wire::appendDeviceHandles(call.metadata, junk.data(), junk.size());
+  expectRefused(std::move(call), "device handles in a pipe message (only lane frames carry them)");
+
+  std::string partHeader = wire::encodeHeader(part);
+  wire::appendDeviceHandles(partHeader, junk.data(), junk.size());
+  wire::Header batchHeader;
+  batchHeader.type = wire::MessageType::kBatch;
+  std::vector<char> batch;
+  wire::appendBatchCount(batch, 1);
+  wire::appendBatchEntry(batch, partHeader, args.data(), args.size());
+  tensorpipe::Message m;
+  m.metadata = wire::encodeHeader(batchHeader);
+  m.payloads.push_back({batch.data(), batch.size(), ""});
+  expectRefused(std::move(m), "device handles inside a batch", HeaderReadable::kNo);
+}
+
 // Distributed autograd's header fields: a peer that did not name itself may not
 // use them, and flags that do not match the value (or mark a tensor that cannot
 // require grad) are a bad request, answered, not a crash; the pipe stays usable.
@@ -547,6 +691,388 @@ TEST_F(HostileMessageTest, AutogradFlagsThatDoNotMatchTheValueAreABadRequest) {
   EXPECT_TRUE(ok.answer->hasAutograd);  // the answer requires grad too: it records a send
   EXPECT_EQ(ok.answer->requiresGrad, std::vector<bool>{true});
   EXPECT_TRUE(workerStillAnswers());
+}
+
+// A lane frame that carries CUDA tensors as IPC handles (wire::kDeviceHandles),
+// to a worker without a CUDA build (this machine's): it cannot take them, so it
+// refuses the call with the reason (kRefused, as a pipe message it cannot
+// read), and keeps answering others. The control: a frame without handles on
+// the same lane is answered on it, so the lane worked until then.
+TEST_F(HostileMessageTest, CudaHandlesOnTheLaneOfAWorkerWithoutCudaAreRefusedWithTheReason) {
+  namespace lane = runtime::lane;
+  const auto lanesFailed = [this] {  // w1's count of lanes closed for a broken peer
+    return cluster_->driver().rpcSync("w1", "lane_counters", {}).toTupleRef().elements()[2].toInt();
+  };
+  const int64_t failedBefore = lanesFailed();
+  // Our lane and bell, offered on a pipe as the runtime's client does (offerLane).
+  RawLane ours;
+  std::string why;
+  ours.lane = lane::Lane::create(lane::kDefaultCapacity, why);
+  ASSERT_TRUE(ours.lane) << why;
+  ASSERT_EQ(ours.makeBell(), "");
+  auto pipe = context_->connect("uv://127.0.0.1:" + std::to_string(cluster_->port(1)),
+                                tensorpipe::PipeOptions().remoteName("w1"));
+  const auto next = [&pipe] {  // the next message w1 sends us, or why none came
+    auto got = std::make_shared<std::promise<RawMessage>>();
+    auto future = got->get_future();
+    readRaw(pipe, [got](RawMessage m) { got->set_value(std::move(m)); });
+    return future;
+  };
+  const auto write = [&pipe](tensorpipe::Message m) {
+    pipe->write(std::move(m), [](const tensorpipe::Error&) {});
+  };
+  // The handshake: w1's descriptors say whether it has a CUDA build (device
+  // maps' entry), which would take the handles (or refuse them otherwise).
+  wire::Header h;
+  h.type = wire::MessageType::kHello;
+  auto reply = next();
+  write(rawMessage(h, wire::encodeChannelDescriptors({})));
+  ASSERT_EQ(reply.wait_for(kBound), std::future_status::ready) << "no answer to the hello";
+  const RawMessage hello = reply.get();
+  ASSERT_EQ(hello.error, "");
+  ASSERT_EQ(hello.header.type, wire::MessageType::kHelloReply);
+  wire::ChannelDescriptors descriptors;
+  ASSERT_EQ(wire::decodeChannelDescriptors(hello.payload.data(), hello.payload.size(), descriptors),
+            "");
+  for (const auto& entry : descriptors) {
+    if (entry.first == runtime::cuda::DeviceMapTable::kHandshakeEntry) {
+      pipe->close();
+      GTEST_SKIP() << "w1 has a CUDA build: this case is a CPU-only worker's";
+    }
+  }
+  h = {};
+  h.type = wire::MessageType::kLaneOffer;
+  reply = next();
+  write(rawMessage(h, lane::encodeOffer(ours.offer())));
+  ASSERT_EQ(reply.wait_for(kBound), std::future_status::ready) << "no answer to the lane offer";
+  const RawMessage accepted = reply.get();
+  ASSERT_EQ(accepted.error, "");
+  ASSERT_EQ(accepted.header.type, wire::MessageType::kLaneReply);
+  ASSERT_EQ(accepted.header.error, "") << "w1 declined the lane";
+  lane::LaneOffer theirs;
+  ASSERT_EQ(lane::decodeOffer(accepted.payload.data(), accepted.payload.size(), theirs), "");
+  EXPECT_FALSE(theirs.deviceTensors) << "a worker without CUDA said it takes CUDA tensors";
+  ASSERT_EQ(ours.ringing(theirs), "");
+  h = {};
+  h.type = wire::MessageType::kLaneStart;  // the first ordered message of the pipe
+  h.hasOrder = true;
+  write(rawMessage(h));
+  // A request frame, after that one pipe message: "identity" of 7.
+  const std::string args = argumentsSeven();
+  const auto frame = [&args](uint64_t id, const std::string& handles) {
+    wire::Header call;
+    call.type = wire::MessageType::kCall;
+    call.id = id;
+    call.function = "identity";
+    std::string bytes = wire::encodeHeader(call);
+    wire::appendOrder(bytes, 1);
+    wire::appendInlinePayload(bytes, args.data(), args.size());
+    if (!handles.empty()) wire::appendDeviceHandles(bytes, handles.data(), handles.size());
+    return bytes;
+  };
+  const auto send = [&ours](const std::string& bytes) {
+    std::string error;
+    return ours.lane->send(bytes.data(), bytes.size(), &error) == lane::RingProducer::Status::kOk
+               ? ""
+               : "not sent: " + error;
+  };
+
+  ASSERT_EQ(send(frame(1, "")), "");
+  std::string answer;
+  ours.lane->setReceiver(
+      [&answer](const char* data, size_t size, std::string&) {
+        answer.assign(data, size);
+        return lane::Delivery::kDelivered;
+      },
+      [](const std::string& why) { ADD_FAILURE() << "our lane broke: " << why; });
+  for (auto until = Clock::now() + kBound; answer.empty() && Clock::now() < until;) {
+    if (ours.lane->poll(1) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_FALSE(answer.empty()) << "no answer on the lane to a frame without handles";
+  wire::Header answered;
+  ASSERT_EQ(wire::decodeHeader(answer.data(), answer.size(), answered), "");
+  EXPECT_EQ(answered.type, wire::MessageType::kResponse) << answered.error;
+  EXPECT_EQ(answered.id, 1u);
+
+  // The same call with one CUDA tensor as handles (well-formed: the worker
+  // must refuse them for want of CUDA, not for their bytes).
+  wire::LaneTensors lent;
+  lent.handoff = 1;
+  wire::LaneTensor tensor;
+  tensor.meta.dtype = static_cast<int8_t>(c10::kFloat);
+  tensor.meta.deviceType = 1;
+  tensor.meta.deviceIndex = 0;
+  tensor.meta.sizes = {4};
+  tensor.pid = ::getpid();
+  tensor.device = 0;
+  tensor.length = 16;
+  lent.tensors.push_back(tensor);
+  answer.clear();
+  ASSERT_EQ(send(frame(2, wire::encodeLaneTensors(lent))), "");
+  for (auto until = Clock::now() + kBound; answer.empty() && Clock::now() < until;) {
+    if (ours.lane->poll(1) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // Refused as a pipe message it cannot take is: the caller hears why (and
+  // closes the pipe, as a runtime's client does on kRefused).
+  ASSERT_FALSE(answer.empty()) << "no answer to the call with handles";
+  ASSERT_EQ(wire::decodeHeader(answer.data(), answer.size(), answered), "");
+  EXPECT_EQ(answered.type, wire::MessageType::kError);
+  EXPECT_EQ(answered.errorKind, wire::ErrorKind::kRefused);
+  EXPECT_EQ(answered.id, 2u);
+  EXPECT_NE(answered.error.find("CUDA tensors as handles, but this worker has no CUDA build"),
+            std::string::npos)
+      << answered.error;
+  EXPECT_TRUE(workerLoggedLine(
+      "rpcjob: worker 'w1': refused a frame on the shared-memory lane: CUDA tensors as handles, "
+      "but this worker has no CUDA build (a frame of type 3, id 2, function 'identity')"));
+  pipe->close();
+  EXPECT_TRUE(workerStillAnswers());
+  EXPECT_EQ(lanesFailed(), failedBefore) << "a refused frame is no broken lane";
+}
+
+// A fake "w1" for a runtime in this process, its client: a raw TensorPipe
+// listener that answers the handshake, then each call by its function's name:
+// "copied" with a copy answer (wire::kLaneCopied, on the pipe: a server whose
+// lane's ring is full sends it there), "hold" never, any other with its
+// arguments. With `takesLanes`, its handshake says it takes lanes, and it
+// takes each one its client offers (never reading it), so that a case can
+// send the copy answer as the lane frame it normally is.
+class FakeServer {
+ public:
+  FakeServer(int port, bool takesLanes) : takesLanes_(takesLanes), context_(rawPeerContext("w1")) {
+    listener_ = context_->listen({"uv://127.0.0.1:" + std::to_string(port)});
+    accept();
+  }
+  ~FakeServer() {
+    context_->close();
+    context_->join();
+  }
+
+  int pipesAccepted() const { return accepted_.load(); }
+
+  // Waits (bounded) until the client's kLaneStart came: the lane is its
+  // requests' from then on.
+  bool waitLaneStarted() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kBound, [this] { return laneStarted_; });
+  }
+  // Whether requests wait, unread, in the lane's ring.
+  bool laneHasRequests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lane_.lane && lane_.lane->hasData();
+  }
+  // The copy answer as the server's answerCopied sends it: a frame without order.
+  runtime::lane::RingProducer::Status sendCopiedOnLane() {
+    const std::string copied = copyAnswer();
+    std::string frame = wire::encodeHeader(copyAnswerHeader());
+    wire::appendInlinePayload(frame, copied.data(), copied.size());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!lane_.lane) return runtime::lane::RingProducer::Status::kClosed;
+    return lane_.lane->send(frame.data(), frame.size(), nullptr);
+  }
+
+ private:
+  // For the tensors handed off as 1, done once one event occurred.
+  static wire::Header copyAnswerHeader() {
+    wire::Header h;
+    h.type = wire::MessageType::kLaneCopied;
+    h.id = 1;
+    return h;
+  }
+  static std::string copyAnswer() {
+    wire::LaneCopied copied;
+    copied.done.push_back({});
+    return wire::encodeLaneCopied(copied);
+  }
+
+  void accept() {
+    listener_->accept([this](const tensorpipe::Error& error, std::shared_ptr<tensorpipe::Pipe> p) {
+      if (error) return;  // closed
+      accepted_++;
+      serve(std::move(p));
+      accept();
+    });
+  }
+
+  void serve(std::shared_ptr<tensorpipe::Pipe> pipe) {
+    readRaw(pipe, [this, pipe](RawMessage m) {
+      if (!m.error.empty()) return;  // the client closed the pipe, or sent garbage
+      if (m.header.type != wire::MessageType::kBatch) {
+        handle(*pipe, m);
+      } else {
+        std::vector<wire::BatchEntry> entries;
+        if (!wire::decodeBatch(m.payload.data(), m.payload.size(), entries).empty()) return;
+        for (const auto& e : entries) {
+          RawMessage part;
+          if (!wire::decodeHeader(m.payload.data() + e.headerOffset, e.headerLength, part.header)
+                   .empty()) {
+            return;
+          }
+          part.payload = m.payload.substr(e.payloadOffset, e.payloadLength);
+          handle(*pipe, part);
+        }
+      }
+      serve(pipe);
+    });
+  }
+
+  void handle(tensorpipe::Pipe& pipe, const RawMessage& m) {
+    wire::Header reply;
+    std::string payload;
+    switch (m.header.type) {
+      case wire::MessageType::kHello: {
+        reply.type = wire::MessageType::kHelloReply;
+        wire::ChannelDescriptors ours;
+        if (takesLanes_) ours.push_back({wire::kLaneDescriptor, laneDescriptor()});
+        payload = wire::encodeChannelDescriptors(ours);
+        break;
+      }
+      case wire::MessageType::kLaneOffer:
+        reply.type = wire::MessageType::kLaneReply;
+        reply.error = takeLane(m.payload, payload);
+        break;
+      case wire::MessageType::kLaneStart: {
+        std::lock_guard<std::mutex> lock(mu_);
+        laneStarted_ = true;
+        cv_.notify_all();
+        return;
+      }
+      case wire::MessageType::kCall:
+        if (m.header.function == "hold") return;
+        if (m.header.function == "copied") {
+          reply = copyAnswerHeader();
+          payload = copyAnswer();
+        } else {
+          reply.type = wire::MessageType::kResponse;
+          reply.id = m.header.id;
+          payload = m.payload;
+        }
+        break;
+      default:
+        return;
+    }
+    pipe.write(rawMessage(reply, payload), [](const tensorpipe::Error&) {});
+  }
+
+  // What the runtime's laneDescriptor() says of this process: the client
+  // offers a lane to a server on its host and in its pid namespace.
+  static wire::DeviceDescriptors laneDescriptor() {
+    std::string boot;
+    std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), boot);
+    char ns[256];
+    const ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof(ns));
+    return {{boot, std::string(ns, n > 0 ? static_cast<size_t>(n) : 0) + ":" +
+                       std::to_string(::getpid())}};
+  }
+
+  // Opens the lane offered, with a bell of ours; "" (and the answer's payload)
+  // or why not.
+  std::string takeLane(const std::string& offerBytes, std::string& answer) {
+    namespace lane = runtime::lane;
+    lane::LaneOffer offer;
+    std::string why = lane::decodeOffer(offerBytes.data(), offerBytes.size(), offer);
+    RawLane taken;
+    if (why.empty()) taken.lane = lane::Lane::open(offer, why);
+    if (taken.lane && (why = taken.makeBell()).empty()) why = taken.ringing(offer);
+    if (!why.empty()) return why;
+    answer = lane::encodeOffer(taken.offer());
+    std::lock_guard<std::mutex> lock(mu_);
+    lane_ = std::move(taken);
+    laneStarted_ = false;
+    return "";
+  }
+
+  const bool takesLanes_;
+  std::shared_ptr<tensorpipe::Context> context_;
+  std::shared_ptr<tensorpipe::Listener> listener_;
+  std::atomic<int> accepted_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  RawLane lane_;  // the latest taken
+  bool laneStarted_ = false;
+};
+
+// A runtime here (its client) and the fake w1 above on the second address.
+struct FakeServerJob {
+  explicit FakeServerJob(bool takesLanes)
+      : ports(2),
+        w1(ports.ports()[1], takesLanes),
+        driver(assignmentFromPeerList("driver@127.0.0.1:" + std::to_string(ports.ports()[0]) +
+                                      ",w1@127.0.0.1:" + std::to_string(ports.ports()[1])),
+               "driver", options()) {
+    driver.start();
+  }
+  static runtime::RuntimeOptions options() {
+    runtime::RuntimeOptions o;
+    o.startTimeout = kBound;
+    return o;
+  }
+  PortReservation ports;
+  FakeServer w1;
+  runtime::Runtime driver;
+};
+
+// What a call that was waiting on w1's pipe must fail with: the reason, not a
+// broken connection or a timeout.
+constexpr const char* kCopyAnswerFailure =
+    "connection to worker 'w1' failed: worker 'w1' sent a copy answer, but no CUDA tensors were "
+    "lent to it";
+
+::testing::AssertionResult failedWithCopyAnswer(runtime::Future& call) {
+  if (!call.waitFor(kBound)) return ::testing::AssertionFailure() << "still waiting";
+  if (!call.hasError()) return ::testing::AssertionFailure() << "it succeeded";
+  if (call.errorMessage().find(kCopyAnswerFailure) == std::string::npos) {
+    return ::testing::AssertionFailure() << call.errorMessage();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The next call to w1 dials it again and gets its answer.
+::testing::AssertionResult nextCallWorks(FakeServerJob& job) {
+  auto call = job.driver.rpcAsync("w1", "echo", {int64_t{7}});
+  if (!call.waitFor(kBound)) return ::testing::AssertionFailure() << "the next call hangs";
+  if (call.hasError()) return ::testing::AssertionFailure() << call.errorMessage();
+  const auto value = call.value();
+  if (!value.isTuple() || value.toTupleRef().elements().size() != 1 ||
+      value.toTupleRef().elements()[0].toInt() != 7) {
+    return ::testing::AssertionFailure() << value;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// A copy answer on the pipe to a client that lent w1 no CUDA tensors (a CPU-only
+// client never does): it fails the pipe, the calls on it with the reason, and
+// the next call connects again.
+TEST(HostileServerTest, ACopyAnswerOnThePipeFailsItsCallsWithTheReasonAndTheNextCallWorks) {
+  FakeServerJob job(/*takesLanes=*/false);
+  EXPECT_TRUE(nextCallWorks(job));  // the control
+  EXPECT_EQ(job.w1.pipesAccepted(), 1);
+  const auto start = Clock::now();
+  auto held = job.driver.rpcAsync("w1", "hold", {int64_t{1}});
+  auto copied = job.driver.rpcAsync("w1", "copied", {});
+  EXPECT_TRUE(failedWithCopyAnswer(copied));
+  EXPECT_TRUE(failedWithCopyAnswer(held));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE(nextCallWorks(job));
+  EXPECT_EQ(job.w1.pipesAccepted(), 2);
+  job.driver.shutdown(runtime::ShutdownMode::kImmediate);
+}
+
+// The same answer as the lane frame it normally is (unordered, as the server's
+// answerCopied sends it): the lane's poller fails the pipe and the call that
+// waits on the lane, and the next call connects again.
+TEST(HostileServerTest, ACopyAnswerOnTheLaneFailsItsCallsWithTheReasonAndTheNextCallWorks) {
+  FakeServerJob job(/*takesLanes=*/true);
+  ASSERT_TRUE(job.w1.waitLaneStarted()) << "the runtime took no lane to the fake w1";
+  auto held = job.driver.rpcAsync("w1", "hold", {int64_t{1}});
+  EXPECT_TRUE(job.w1.laneHasRequests()) << "the call did not take the lane";
+  const auto start = Clock::now();
+  ASSERT_EQ(job.w1.sendCopiedOnLane(), runtime::lane::RingProducer::Status::kOk);
+  EXPECT_TRUE(failedWithCopyAnswer(held));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE(nextCallWorks(job));
+  EXPECT_EQ(job.w1.pipesAccepted(), 2);
+  job.driver.shutdown(runtime::ShutdownMode::kImmediate);
 }
 
 // A worker reads every message of a pipe into the same buffers

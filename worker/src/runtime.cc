@@ -520,6 +520,7 @@ std::string RuntimeImpl::dispatchBatch(IncomingMessage& batch,
     if (!bad.empty()) return "bad header in a batch: " + bad;
     if (sub.header.type == wire::MessageType::kBatch) return "a batch inside a batch";
     if (sub.header.inlinePayload) return "an inline payload inside a batch";
+    if (sub.header.deviceHandles) return "device handles inside a batch";
     const char* payload = batch.payload.data() + e.payloadOffset;
     sub.payload.assign(payload, payload + e.payloadLength);
     bad = deliverInOrder(sub, onMessage, order);

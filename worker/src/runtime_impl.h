@@ -358,6 +358,18 @@ class RuntimeImpl {
   // The server: sends a kLaneCopied answer on `server`'s pipe (or its lane).
   std::function<void(uint64_t, std::string)> copiedAnswer(
       const std::shared_ptr<ServerPipe>& server);
+  // What a server's lane does with frames that carry CUDA tensors as handles
+  // (cuda_lane/).
+  struct DeviceFrames {
+    // Copies a frame's tensors; null: this lane does not take them.
+    std::shared_ptr<cuda_lane::Receiver> receiver;
+    // Sends a kLaneCopied the ordered way (copiedAnswer), when the ring is full.
+    std::function<void(uint64_t, std::string)> answerOrdered;
+    // Answers a frame that cannot be taken with why, as refuse() a pipe's.
+    std::function<void(const wire::Header&, const std::string&)> refuse;
+  };
+  // `server`'s; `takes`: its lane takes CUDA tensors.
+  DeviceFrames deviceFramesFor(const std::shared_ptr<ServerPipe>& server, bool takes);
   void laneBroken(WriteQueue& writes, const std::string& why);
   // A request's or an answer's lane frame made without an OutgoingMessage
   // (encodeInline): the encoded header, then the order field and the payload,
@@ -410,14 +422,13 @@ class RuntimeImpl {
   // The frames of a lane, turned into messages for `onMessage` as the pipe's are,
   // in the order of `writes` (the pipe's, whose lock the lane's sends take; its
   // held frames are published under it, lane.h).
-  // `receiver` (a server's lane that takes CUDA tensors as handles, else
-  // null) copies a frame's tensors; `onCopied` then sends its kLaneCopied.
+  // `deviceFrames`: what a server's lane does with frames that carry CUDA
+  // tensors as handles (a client's lane has none: such a frame fails it).
   lane::Lane* prepareLane(const std::shared_ptr<lane::Lane>& lane,
                           const std::shared_ptr<WriteQueue>& writes,
                           std::function<void(IncomingMessage&)> onMessage,
                           std::function<void(const std::string&)> onBroken, std::string& why,
-                          std::shared_ptr<cuda_lane::Receiver> receiver = nullptr,
-                          std::function<void(uint64_t, std::string)> onCopied = nullptr);
+                          DeviceFrames deviceFrames = {});
   lane::Poller* lanePoller(std::string& why);
   void stopLanes();
 

@@ -124,18 +124,16 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
                                      const std::shared_ptr<WriteQueue>& writes,
                                      std::function<void(IncomingMessage&)> onMessage,
                                      std::function<void(const std::string&)> onBroken,
-                                     std::string& why,
-                                     std::shared_ptr<cuda_lane::Receiver> receiver,
-                                     std::function<void(uint64_t, std::string)> onCopied) {
+                                     std::string& why, DeviceFrames deviceFrames) {
   lane::Poller* poller = lanePoller(why);
   if (poller == nullptr) return nullptr;
   std::shared_ptr<lane::Order> order = writes->order;
   const bool toServer = lane->side() == lane::Lane::Side::kServer;
   auto msg = std::make_shared<IncomingMessage>();  // reused for every frame
   lane->setReceiver(
-      [this, msg, order, onMessage = std::move(onMessage), toServer, receiver = std::move(receiver),
-       onCopied = std::move(onCopied), poller, weakWrites = std::weak_ptr<WriteQueue>(writes),
-       self = lane.get()](const char* data, size_t size, std::string& error) {
+      [this, msg, order, onMessage = std::move(onMessage), toServer,
+       device = std::move(deviceFrames), poller, weakWrites = std::weak_ptr<WriteQueue>(writes),
+       thisLane = lane.get()](const char* data, size_t size, std::string& error) {
         wire::Header& h = msg->header;
         error = wire::decodeHeader(data, size, h);
         if (!error.empty()) return lane::Delivery::kFailed;
@@ -168,24 +166,34 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
           uint64_t handoff = 0;
           std::string copied;
 #if RPCJOB_WITH_CUDA
-          if (receiver && onCopied) {
-            error =
-                receiver->receive(data + h.handlesOffset, h.handlesLength, *msg, handoff, copied);
+          if (device.receiver) {
+            error = device.receiver->receive(data + h.handlesOffset, h.handlesLength, *msg, handoff,
+                                             copied);
           } else {
             error = "CUDA tensors as handles on a lane that does not take them";
           }
 #else
-          (void)receiver;
           error = "CUDA tensors as handles, but this worker has no CUDA build";
 #endif
           if (!error.empty()) {
             error += " (" + describeFrame(h) + ")";
+            if (!device.refuse) {
+              msg->clear();
+              return lane::Delivery::kFailed;
+            }
+            // As a pipe message this worker cannot take (refuse()): the caller
+            // learns why, and closes the pipe, lane and all.
+            std::cerr << "rpcjob: worker '" << self().name
+                      << "': refused a frame on the shared-memory lane: " << error << "\n";
+            device.refuse(h, error);
+            error.clear();
             msg->clear();
-            return lane::Delivery::kFailed;
+            order->laneDispatched();
+            return lane::Delivery::kDelivered;
           }
           poller->keepSpinning(deviceSpin());
           if (auto writes = weakWrites.lock()) {
-            answerCopied(*writes, *self, handoff, std::move(copied), onCopied);
+            answerCopied(*writes, *thisLane, handoff, std::move(copied), device.answerOrdered);
           }
         }
         // Its arrival: the counter the poller read after the previous frame, if
@@ -472,6 +480,21 @@ void RuntimeImpl::answerCopied(WriteQueue& writes, lane::Lane& lane, uint64_t ha
   }
 }
 
+RuntimeImpl::DeviceFrames RuntimeImpl::deviceFramesFor(const std::shared_ptr<ServerPipe>& server,
+                                                       bool takes) {
+  DeviceFrames frames;
+  if (takes) {
+    frames.receiver = deviceReceiverFor(server);
+    frames.answerOrdered = copiedAnswer(server);
+  }
+  // Weak: the pipe holds the lane, which holds this.
+  frames.refuse = [this, weak = std::weak_ptr<ServerPipe>(server)](const wire::Header& h,
+                                                                   const std::string& why) {
+    if (auto s = weak.lock()) refuse(s, h, why);
+  };
+  return frames;
+}
+
 std::function<void(uint64_t, std::string)> RuntimeImpl::copiedAnswer(
     const std::shared_ptr<ServerPipe>& server) {
   // Weak: the pipe holds the lane, which holds this.
@@ -639,8 +662,7 @@ void RuntimeImpl::onLaneOffer(const std::shared_ptr<ServerPipe>& server, Incomin
             [weak = std::weak_ptr<ServerPipe>(server)](const std::string&) {
               if (auto server = weak.lock()) server->pipe->close();
             },
-            why, deviceTensors ? deviceReceiverFor(server) : nullptr,
-            deviceTensors ? copiedAnswer(server) : nullptr) != nullptr) {
+            why, deviceFramesFor(server, deviceTensors)) != nullptr) {
       poller = lanePoller(why);
     }
   }

@@ -322,6 +322,8 @@ std::string prepareRead(const tensorpipe::Descriptor& descriptor, IncomingMessag
   std::string error =
       wire::decodeHeader(descriptor.metadata.data(), descriptor.metadata.size(), in.header);
   if (!error.empty()) return "bad header: " + error;
+  if (in.header.deviceHandles)
+    return "device handles in a pipe message (only lane frames carry them)";
   if (descriptor.payloads.size() > (in.header.inlinePayload ? 0 : 1)) {
     return "more than one payload";
   }
