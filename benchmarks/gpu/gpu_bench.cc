@@ -314,12 +314,12 @@ int main(int, char** argv) {
       "\"raw_pull_hops_rt400mb_ms\": %.3f, \"model_split_s\": %.4f, "
       "\"recipe_cpu_rpc_s\": %.4f, \"recipe_cuda_rpc_s\": %.4f, "
       "\"recipe_cuda_rpc_blocks_s\": [%s], \"intra_op_threads\": %d}\n",
-      remote.c_str(), channel.c_str(), pct(s, 0.5) * 1e6,
-      pct(s, 0.99) * 1e6, pct(r4, 0.5) * 1e3, pct(r400, 0.5) * 1e3,
-      2 * 400e6 / 1e9 / pct(r400, 0.5), pct(r400, 0.1) * 1e3, pct(r400, 0.9) * 1e3,
-      pct(raw4, 0.5) * 1e3, pct(raw400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(raw400, 0.5),
-      pct(pull400, 0.5) * 1e3, pct(push400, 0.5) * 1e3, pct(hops400, 0.5) * 1e3, split, recipeCpu,
-      recipeCuda, list(recipeCudaBlocks).c_str(), at::get_num_threads());
+      remote.c_str(), channel.c_str(), pct(s, 0.5) * 1e6, pct(s, 0.99) * 1e6, pct(r4, 0.5) * 1e3,
+      pct(r400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(r400, 0.5), pct(r400, 0.1) * 1e3,
+      pct(r400, 0.9) * 1e3, pct(raw4, 0.5) * 1e3, pct(raw400, 0.5) * 1e3,
+      2 * 400e6 / 1e9 / pct(raw400, 0.5), pct(pull400, 0.5) * 1e3, pct(push400, 0.5) * 1e3,
+      pct(hops400, 0.5) * 1e3, split, recipeCpu, recipeCuda, list(recipeCudaBlocks).c_str(),
+      at::get_num_threads());
   std::fflush(stdout);
   return 0;
 }
