@@ -499,23 +499,29 @@ TEST(Lane, CudaTensorsTravelAsHandlesBetweenTwoGpus) {
   EXPECT_TRUE(sameValues(pairOf->elements()[0].toTensor(), onDevice(7, 0, 1)));
   EXPECT_TRUE(sameValues(pairOf->elements()[1].toTensor(), onDevice(3 << 20, 0, 2)));
   calls += 3;
+  // The server's kLaneCopied answers travel apart from the calls' answers (so
+  // that those never wait for them): each comes, soon, and only then is the
+  // lent memory let go.
+  const auto settle = [] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (runtime::cuda_lane::counters().framesCopied !=
+               runtime::cuda_lane::counters().framesLent &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
   // Freed and reallocated memory (same address, a new allocation) is not served stale.
   for (int round = 0; round < 3; ++round) {
     at::Tensor x =
         at::full({1 << 20}, static_cast<float>(round), at::TensorOptions().device(at::kCUDA, 0));
     EXPECT_TRUE(sameValues(rt.rpcSync("w1", runtime::kBuiltinEcho, {x}).toTensor(), x)) << round;
+    settle();  // the lent message holds x until then
     x.reset();
     c10::cuda::CUDACachingAllocator::emptyCache();
     ++calls;
   }
   EXPECT_EQ(runtime::cuda_lane::counters().framesLent - before, static_cast<uint64_t>(calls));
-  // The server's kLaneCopied answers travel apart from the calls' answers (so
-  // that those never wait for them): each comes, soon.
-  const auto settled = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (runtime::cuda_lane::counters().framesCopied != runtime::cuda_lane::counters().framesLent &&
-         std::chrono::steady_clock::now() < settled) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  settle();
   const auto after = runtime::cuda_lane::counters();
   EXPECT_EQ(after.framesCopied, after.framesLent) << "lent memory the server never answered for";
 }

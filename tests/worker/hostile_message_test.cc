@@ -696,8 +696,8 @@ TEST_F(HostileMessageTest, AutogradFlagsThatDoNotMatchTheValueAreABadRequest) {
 // A lane frame that carries CUDA tensors as IPC handles (wire::kDeviceHandles),
 // to a worker without a CUDA build (this machine's): it cannot take them, so it
 // refuses the call with the reason (kRefused, as a pipe message it cannot
-// read), and keeps answering others. The control: a frame without handles on
-// the same lane is answered on it, so the lane worked until then.
+// read), takes nothing more from that lane, and keeps answering others. The control: a frame
+// without handles on the same lane is answered on it, so the lane worked until then.
 TEST_F(HostileMessageTest, CudaHandlesOnTheLaneOfAWorkerWithoutCudaAreRefusedWithTheReason) {
   namespace lane = runtime::lane;
   const auto lanesFailed = [this] {  // w1's count of lanes closed for a broken peer
@@ -825,6 +825,13 @@ TEST_F(HostileMessageTest, CudaHandlesOnTheLaneOfAWorkerWithoutCudaAreRefusedWit
   EXPECT_TRUE(workerLoggedLine(
       "rpcjob: worker 'w1': refused a frame on the shared-memory lane: CUDA tensors as handles, "
       "but this worker has no CUDA build (a frame of type 3, id 2, function 'identity')"));
+  // Nothing after it runs: the caller fails what it sent behind a refused call.
+  answer.clear();
+  ASSERT_EQ(send(frame(3, "")), "");
+  for (auto until = Clock::now() + std::chrono::milliseconds(300); Clock::now() < until;) {
+    if (ours.lane->poll(1) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(answer, "") << "w1 ran a frame that came after the refused one";
   pipe->close();
   EXPECT_TRUE(workerStillAnswers());
   EXPECT_EQ(lanesFailed(), failedBefore) << "a refused frame is no broken lane";

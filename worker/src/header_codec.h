@@ -57,7 +57,8 @@ enum class MessageType : uint8_t {
   // A lane frame only, server -> client, to a client whose lane the server
   // said takes CUDA tensors (cuda_lane/): the tensors of the request frame
   // `id` names (its handoff, not its call id) are copied once the events in
-  // the payload (cuda_lane/handles_wire.h: encodeLaneCopied) have occurred. Never ordered.
+  // the payload (cuda_lane/handles_wire.h: encodeLaneCopied) have occurred.
+  // Unordered on the lane; ordered, as an answer, when its ring was full.
   kLaneCopied,
   kLast = kLaneCopied,
 };

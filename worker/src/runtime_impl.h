@@ -350,11 +350,13 @@ class RuntimeImpl {
                                                      const wire::ChannelDescriptors& remote);
   // The server, taking a lane from `server`'s caller: what copies the CUDA
   // tensors its frames carry as handles.
-  std::shared_ptr<cuda_lane::Receiver> deviceReceiverFor(const std::shared_ptr<ServerPipe>& server);
+  std::shared_ptr<cuda_lane::Receiver> deviceReceiverFor(const std::shared_ptr<ServerPipe>& server,
+                                                         int64_t clientPid);
   // The server, on its poller: sends a kLaneCopied answer on `lane` itself,
   // unordered; by `ordered` (copiedAnswer's) when the ring cannot take it.
-  void answerCopied(WriteQueue& writes, lane::Lane& lane, uint64_t handoff, std::string copied,
-                    const std::function<void(uint64_t, std::string)>& ordered);
+  // False when the ring is broken (`why`): the lane must fail.
+  bool answerCopied(WriteQueue& writes, lane::Lane& lane, uint64_t handoff, std::string copied,
+                    const std::function<void(uint64_t, std::string)>& ordered, std::string& why);
   // The server: sends a kLaneCopied answer on `server`'s pipe (or its lane).
   std::function<void(uint64_t, std::string)> copiedAnswer(
       const std::shared_ptr<ServerPipe>& server);
@@ -368,8 +370,9 @@ class RuntimeImpl {
     // Answers a frame that cannot be taken with why, as refuse() a pipe's.
     std::function<void(const wire::Header&, const std::string&)> refuse;
   };
-  // `server`'s; `takes`: its lane takes CUDA tensors.
-  DeviceFrames deviceFramesFor(const std::shared_ptr<ServerPipe>& server, bool takes);
+  // `server`'s; `takes`: its lane takes CUDA tensors, from `clientPid`'s memory.
+  DeviceFrames deviceFramesFor(const std::shared_ptr<ServerPipe>& server, bool takes,
+                               int64_t clientPid);
   void laneBroken(WriteQueue& writes, const std::string& why);
   // A request's or an answer's lane frame made without an OutgoingMessage
   // (encodeInline): the encoded header, then the order field and the payload,

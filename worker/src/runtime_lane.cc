@@ -5,6 +5,7 @@
 
 #include <tensorpipe/tensorpipe.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -52,8 +53,8 @@ void logOnce(const std::string& line) {
 std::chrono::microseconds deviceSpin() {
   static const std::chrono::microseconds spin = [] {
     const char* v = std::getenv("RPCJOB_LANE_DEVICE_SPIN_US");
-    return std::chrono::microseconds(v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 10)
-                                                                : 4000);
+    const long long us = v != nullptr && *v != '\0' ? std::strtoll(v, nullptr, 10) : 4000;
+    return std::chrono::microseconds(std::clamp<long long>(us, 0, 1000000));  // at most 1 s
   }();
   return spin;
 }
@@ -133,7 +134,12 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
   lane->setReceiver(
       [this, msg, order, onMessage = std::move(onMessage), toServer,
        device = std::move(deviceFrames), poller, weakWrites = std::weak_ptr<WriteQueue>(writes),
-       thisLane = lane.get()](const char* data, size_t size, std::string& error) {
+       thisLane = lane.get(),
+       refused = std::make_shared<bool>(false)](const char* data, size_t size, std::string& error) {
+        // After a refused frame nothing more is taken from this lane, as
+        // nothing more is read from a pipe after a refused message: the caller
+        // fails what it sent after it, and must not have it run here as well.
+        if (*refused) return lane::Delivery::kBlocked;
         wire::Header& h = msg->header;
         error = wire::decodeHeader(data, size, h);
         if (!error.empty()) return lane::Delivery::kFailed;
@@ -188,12 +194,16 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
             device.refuse(h, error);
             error.clear();
             msg->clear();
-            order->laneDispatched();
+            *refused = true;  // not dispatched: pipe messages behind it wait, and end
             return lane::Delivery::kDelivered;
           }
           poller->keepSpinning(deviceSpin());
           if (auto writes = weakWrites.lock()) {
-            answerCopied(*writes, *thisLane, handoff, std::move(copied), device.answerOrdered);
+            if (!answerCopied(*writes, *thisLane, handoff, std::move(copied), device.answerOrdered,
+                              error)) {
+              msg->clear();
+              return lane::Delivery::kFailed;
+            }
           }
         }
         // Its arrival: the counter the poller read after the previous frame, if
@@ -448,18 +458,20 @@ std::shared_ptr<cuda_lane::Sender> RuntimeImpl::deviceSenderFor(
 }
 
 std::shared_ptr<cuda_lane::Receiver> RuntimeImpl::deviceReceiverFor(
-    [[maybe_unused]] const std::shared_ptr<ServerPipe>& server) {
+    [[maybe_unused]] const std::shared_ptr<ServerPipe>& server,
+    [[maybe_unused]] int64_t clientPid) {
 #if RPCJOB_WITH_CUDA
-  return std::make_shared<cuda_lane::Receiver>(callerOf(server->callerRank).name,
+  return std::make_shared<cuda_lane::Receiver>(callerOf(server->callerRank).name, clientPid,
                                                options_.hooks.deviceTransfers);
 #else
   return nullptr;
 #endif
 }
 
-void RuntimeImpl::answerCopied(WriteQueue& writes, lane::Lane& lane, uint64_t handoff,
+bool RuntimeImpl::answerCopied(WriteQueue& writes, lane::Lane& lane, uint64_t handoff,
                                std::string copied,
-                               const std::function<void(uint64_t, std::string)>& ordered) {
+                               const std::function<void(uint64_t, std::string)>& ordered,
+                               std::string& why) {
   wire::Header h;
   h.type = wire::MessageType::kLaneCopied;
   h.id = handoff;
@@ -471,20 +483,28 @@ void RuntimeImpl::answerCopied(WriteQueue& writes, lane::Lane& lane, uint64_t ha
     std::lock_guard<std::mutex> lock(writes.mu);  // the lane's one producer
     // Not counted in laneSent: no pipe message is ordered after it, so the
     // call's answer (on the pipe) never waits for it at the client.
-    sent = lane.send(frame.data(), frame.size(), nullptr);
+    sent = lane.send(frame.data(), frame.size(), &why);
   }
-  // A full ring: the ordered way, which may take the pipe. A broken one fails
-  // the lane (its frames' calls with it) on its own.
-  if (sent == lane::RingProducer::Status::kFull || sent == lane::RingProducer::Status::kTooLarge) {
-    ordered(handoff, std::move(copied));
+  switch (sent) {
+    case lane::RingProducer::Status::kOk:
+    case lane::RingProducer::Status::kClosed:  // the pipe is going: nothing waits for it
+      return true;
+    case lane::RingProducer::Status::kFull:
+    case lane::RingProducer::Status::kTooLarge:
+      ordered(handoff, std::move(copied));  // the ordered way, which may take the pipe
+      return true;
+    case lane::RingProducer::Status::kBroken:
+      break;
   }
+  why = "cannot answer on the lane (" + why + ")";
+  return false;
 }
 
 RuntimeImpl::DeviceFrames RuntimeImpl::deviceFramesFor(const std::shared_ptr<ServerPipe>& server,
-                                                       bool takes) {
+                                                       bool takes, int64_t clientPid) {
   DeviceFrames frames;
   if (takes) {
-    frames.receiver = deviceReceiverFor(server);
+    frames.receiver = deviceReceiverFor(server, clientPid);
     frames.answerOrdered = copiedAnswer(server);
   }
   // Weak: the pipe holds the lane, which holds this.
@@ -662,7 +682,7 @@ void RuntimeImpl::onLaneOffer(const std::shared_ptr<ServerPipe>& server, Incomin
             [weak = std::weak_ptr<ServerPipe>(server)](const std::string&) {
               if (auto server = weak.lock()) server->pipe->close();
             },
-            why, deviceFramesFor(server, deviceTensors)) != nullptr) {
+            why, deviceFramesFor(server, deviceTensors, offer.pid)) != nullptr) {
       poller = lanePoller(why);
     }
   }

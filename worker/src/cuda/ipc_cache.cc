@@ -66,8 +66,6 @@ IpcCache::IpcCache() {
     buses_[i] = bus;
     readyEvents_.push_back(std::make_unique<EventPool>());
     readyEvents_.back()->device = i;
-    doneEvents_.push_back(std::make_unique<EventPool>());
-    doneEvents_.back()->device = i;
   }
 }
 
@@ -197,10 +195,16 @@ void IpcCache::releaseReady(int device, size_t slot) {
   readyEvents_[device]->freeList.push_back(slot);
 }
 
-void IpcCache::takeDone(int device, cudaEvent_t& event, cudaIpcEventHandle_t& handle) {
+void IpcCache::takeDone(int device, cudaStream_t stream, cudaEvent_t& event,
+                        cudaIpcEventHandle_t& handle) {
   std::lock_guard<std::mutex> lock(mu_);
-  EventPool& pool = *doneEvents_[device];
-  size_t i = pool.next(256);
+  std::unique_ptr<EventPool>& slot = doneEvents_[{device, stream}];
+  if (!slot) {
+    slot = std::make_unique<EventPool>();
+    slot->device = device;
+  }
+  EventPool& pool = *slot;
+  size_t i = pool.next(64);
   event = pool.events[i];
   handle = pool.handles[i];
 }

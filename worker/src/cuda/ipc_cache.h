@@ -63,9 +63,12 @@ class IpcCache {
   // "Ready" events (a sender's: held until the receiver's answer), by slot.
   size_t takeReady(int device, cudaEvent_t& event, cudaIpcEventHandle_t& handle);
   void releaseReady(int device, size_t slot);
-  // "Done" events (a receiver's): a ring; reusing one early only makes a
-  // sender wait longer.
-  void takeDone(int device, cudaEvent_t& event, cudaIpcEventHandle_t& handle);
+  // "Done" events (a receiver's), for copies on `stream`: a ring per stream.
+  // A slot recorded again before the sender waited on it only makes the
+  // sender wait longer, as the later record on the same stream follows the
+  // earlier one; on another stream it could come first (a ring per device,
+  // shared by every stream, could let a sender reuse memory still read).
+  void takeDone(int device, cudaStream_t stream, cudaEvent_t& event, cudaIpcEventHandle_t& handle);
 
   // The peers' GPUs, from their cuda_nvlink descriptors (the handshake).
   void learn(const NvlinkDescriptor& d) { peerGpus_.learn(d); }
@@ -90,7 +93,7 @@ class IpcCache {
   std::map<std::pair<uint64_t, uint64_t>, cudaIpcMemHandle_t> exported_;
   std::map<std::string, cudaEvent_t> remoteEvents_;
   std::vector<std::unique_ptr<EventPool>> readyEvents_;
-  std::vector<std::unique_ptr<EventPool>> doneEvents_;
+  std::map<std::pair<int, cudaStream_t>, std::unique_ptr<EventPool>> doneEvents_;
 };
 
 // The process's instance: the live one, or a new one when none is held.

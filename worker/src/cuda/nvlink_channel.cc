@@ -328,7 +328,7 @@ class NvlinkChannel final
       }
       trace::point("nvlink.enqueued", m.seq);
       cudaEvent_t done;
-      context_->ipc().takeDone(r.device, done, ack->event);
+      context_->ipc().takeDone(r.device, r.stream, done, ack->event);
       cudaEventRecord(done, r.stream);
       trace::point("nvlink.recorded", m.seq);
       cudaError_t e = cudaGetLastError();
@@ -349,7 +349,7 @@ class NvlinkChannel final
     if (error.empty()) {
       DeviceScope scope(r.device);
       copyOn(r.ptr, src, r.length, r.device, r.stream);
-      context_->ipc().takeDone(r.device, done, ack->event);
+      context_->ipc().takeDone(r.device, r.stream, done, ack->event);
       cudaEventRecord(done, r.stream);
       cudaError_t e = cudaGetLastError();
       if (e != cudaSuccess) error = cudaWhat("copy", e);

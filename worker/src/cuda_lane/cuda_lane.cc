@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "cuda/cuda_future.h"
@@ -93,11 +94,30 @@ struct Sender::State {
   std::shared_ptr<DeviceTransferObserver> observer;
   std::shared_ptr<cuda::IpcCache> ipc = cuda::sharedIpcCache();
   Handoffs<Lent> lent;
+  // Messages whose copies may still run on the server (no "done" to wait for):
+  // kept while this lives, not handed back to the allocator at once.
+  std::mutex abandonedMu;
+  std::vector<std::shared_ptr<OutgoingMessage>> abandoned;
+  void keep(std::shared_ptr<OutgoingMessage> m) {
+    std::lock_guard<std::mutex> lock(abandonedMu);
+    abandoned.push_back(std::move(m));
+  }
 
-  // Its events back; the observer told how it ended.
-  void release(const Lent& l, bool copied) {
-    for (const ReadyEvent& r : l.ready) ipc->releaseReady(r.device, r.slot);
-    for (uint64_t token : l.observed) observer->finished(token, copied);
+  enum class Ended { kCopied, kUnsent, kAbandoned };
+  // The observer told how it ended; its "ready" events back to the pool,
+  // unless abandoned: the server may still wait on them, and a new lend
+  // recording one again could let it copy before this one's data was ready.
+  void release(const Lent& l, Ended ended) {
+    if (ended != Ended::kAbandoned) {
+      for (const ReadyEvent& r : l.ready) ipc->releaseReady(r.device, r.slot);
+    }
+    for (uint64_t token : l.observed) {
+      if (ended == Ended::kUnsent) {
+        observer->cancelled(token);
+      } else {
+        observer->finished(token, ended == Ended::kCopied);
+      }
+    }
   }
   // The "ready" event of `stream` in `l`, recorded there now if it is new.
   const ReadyEvent* readyOn(Lent& l, int device, cudaStream_t stream, std::string& why) {
@@ -167,7 +187,7 @@ bool Sender::lend(const std::shared_ptr<OutgoingMessage>& m, std::string& handle
       ready = s.readyOn(lent, device, static_cast<cudaStream_t>(m->streams[i]), why);
     }
     if (ready == nullptr) {
-      s.release(lent, false);
+      s.release(lent, State::Ended::kUnsent);
       return false;
     }
     if (s.observer) {
@@ -199,7 +219,7 @@ bool Sender::lend(const std::shared_ptr<OutgoingMessage>& m, std::string& handle
   Lent kept = lent;  // add() takes it; `lent` stays for a refusal
   section.handoff = s.lent.add(kept);
   if (section.handoff == 0) {
-    s.release(lent, false);
+    s.release(lent, State::Ended::kUnsent);
     why = "the lane has ended";
     return false;
   }
@@ -212,7 +232,7 @@ bool Sender::lend(const std::shared_ptr<OutgoingMessage>& m, std::string& handle
 
 void Sender::unlend(uint64_t handoff) {
   if (auto l = state_->lent.take(handoff)) {
-    state_->release(*l, false);
+    state_->release(*l, State::Ended::kUnsent);
     framesLent.fetch_sub(1, std::memory_order_relaxed);
   }
 }
@@ -230,11 +250,24 @@ std::string Sender::copied(uint64_t handoff, const char* data, size_t size) {
     for (const wire::IpcHandle& h : answer.done) {
       cudaEvent_t done = ipc.openEvent(fromWire<cudaIpcEventHandle_t>(h), r.device, why);
       if (done == nullptr) break;
-      cudaStreamWaitEvent(r.stream, done, 0);  // the memory is free once the copies are
+      // The memory is free once the copies are.
+      const cudaError_t e = cudaStreamWaitEvent(r.stream, done, 0);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        why = cudaWhat("cudaStreamWaitEvent", e);
+        break;
+      }
     }
     if (!why.empty()) break;
   }
-  state_->release(*l, why.empty());
+  // Without every wait enqueued the memory must not go back to the allocator:
+  // kept (and the lane fails with `why`).
+  if (!why.empty()) {
+    state_->release(*l, State::Ended::kAbandoned);
+    state_->keep(std::move(l->message));
+    return why;
+  }
+  state_->release(*l, State::Ended::kCopied);
   if (why.empty()) framesCopied.fetch_add(1, std::memory_order_relaxed);
   // The message's tensors were recorded on their send streams (prepareSend):
   // the allocator hands their blocks out again only after the waits above.
@@ -242,11 +275,17 @@ std::string Sender::copied(uint64_t handoff, const char* data, size_t size) {
 }
 
 void Sender::end() {
-  for (Lent& l : state_->lent.close()) state_->release(l, false);
+  for (Lent& l : state_->lent.close()) {
+    state_->release(l, State::Ended::kAbandoned);
+    state_->keep(std::move(l.message));
+  }
 }
 
-Receiver::Receiver(std::string peer, std::shared_ptr<DeviceTransferObserver> observer)
-    : ipc_(cuda::sharedIpcCache()), peer_(std::move(peer)), observer_(std::move(observer)) {}
+Receiver::Receiver(std::string peer, int64_t pid, std::shared_ptr<DeviceTransferObserver> observer)
+    : ipc_(cuda::sharedIpcCache()),
+      peer_(std::move(peer)),
+      pid_(pid),
+      observer_(std::move(observer)) {}
 Receiver::~Receiver() = default;
 
 std::string Receiver::receive(const char* data, size_t size, IncomingMessage& in, uint64_t& handoff,
@@ -261,6 +300,12 @@ std::string Receiver::receive(const char* data, size_t size, IncomingMessage& in
   cuda::DeviceSwitch onDevice;
   for (const wire::LaneTensor& w : section.tensors) {
     const int device = w.meta.deviceIndex;
+    if (w.pid != pid_) {
+      // Another process's memory: its mappings here are cuda_nvlink's or
+      // another lane's, which a stale buffer id would close under them.
+      return "a tensor in the memory of pid " + std::to_string(w.pid) + " on the lane of pid " +
+             std::to_string(pid_);
+    }
     if (device < 0 || device >= count) {
       return "a tensor bound for cuda:" + std::to_string(device) + ", but this worker has " +
              std::to_string(count) + " CUDA device(s)";
@@ -321,7 +366,7 @@ std::string Receiver::receive(const char* data, size_t size, IncomingMessage& in
   for (const auto& [device, s] : streams) {
     cudaEvent_t done;
     cudaIpcEventHandle_t handle;
-    ipc_->takeDone(device, done, handle);
+    ipc_->takeDone(device, s, done, handle);
     onDevice.to(device);
     cudaEventRecord(done, s);
     answer.done.push_back(toWire(handle));

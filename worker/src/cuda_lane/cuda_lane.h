@@ -71,8 +71,10 @@ class Sender {
 // at once. "" or why (the lane fails with it). On the poller's thread.
 class Receiver {
  public:
-  // `peer`: the client's name; `observer` (may be null) counts each tensor.
-  Receiver(std::string peer, std::shared_ptr<DeviceTransferObserver> observer);
+  // `peer`: the client's name, `pid` its process (the lane's offer said so:
+  // a frame naming another process's memory is refused); `observer` (may be
+  // null) counts each tensor.
+  Receiver(std::string peer, int64_t pid, std::shared_ptr<DeviceTransferObserver> observer);
   ~Receiver();
   Receiver(const Receiver&) = delete;
   Receiver& operator=(const Receiver&) = delete;
@@ -82,6 +84,7 @@ class Receiver {
  private:
   std::shared_ptr<cuda::IpcCache> ipc_;
   std::string peer_;
+  int64_t pid_;
   std::shared_ptr<DeviceTransferObserver> observer_;
 };
 

@@ -56,6 +56,11 @@ class LaneTransferMeter final : public runtime::DeviceTransferObserver {
     }
   }
 
+  void cancelled(std::uint64_t token) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    begun_.erase(token);  // its timer token too is given back as never ended
+  }
+
  private:
   struct Begun {
     const metrics::TransferHandles* handles = nullptr;

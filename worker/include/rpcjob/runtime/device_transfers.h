@@ -33,6 +33,9 @@ class DeviceTransferObserver {
   // A recv once its copy is enqueued on its stream; a send once the peer
   // answered that it copied (`ok`), or failed to (the lane ended first).
   virtual void finished(std::uint64_t token, bool ok) noexcept = 0;
+  // The transfer did not happen this way (the lane's ring was full: the
+  // tensors went through TensorPipe's channel, which counts them): no count.
+  virtual void cancelled(std::uint64_t token) noexcept = 0;
 };
 
 }  // namespace rpcjob::runtime
