@@ -6,7 +6,7 @@
 # call would otherwise spend its first minutes on. Usage: scripts/cuda-syntax-check.sh [FILE...]
 # (default: every file the CUDA build adds). Exit status: 1 when a file has another error.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 cuda=$(ls -d /usr/local/cuda*/include 2>/dev/null | head -1)
 if [[ -z $cuda || ! -d /usr/include/c10/cuda ]]; then
   echo "cuda-syntax-check: needs a CUDA toolkit (/usr/local/cuda*/include) and libtorch-dev" >&2
