@@ -4,100 +4,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "wire_io.h"
+
 namespace rpcjob::wire {
 namespace {
 
-// Writes through a cursor into a string sized once (`size`; it grows by
-// doubling past that), with room reserved for `spare` bytes the caller appends
-// later: a std::string append per field was an out-of-line call each, about a
-// dozen per header and 5 % of an async caller's time on the GPU host.
-class Writer {
- public:
-  Writer() = default;  // grows as the fields go in
-  // Into `reuse`'s memory: a thread's scratch string, written once per call.
-  Writer(std::string reuse, size_t size, size_t spare) : out_(std::move(reuse)) {
-    out_.clear();
-    out_.reserve(size + spare);
-    out_.resize(size);
-  }
-  void u8(uint8_t v) { put(&v, 1); }
-  template <typename T>
-  void fixed(T v) {
-    put(&v, sizeof(T));  // little-endian hosts only (x86_64, aarch64)
-  }
-  // At most `max` bytes of `s` (longer ones are cut, not rejected).
-  void str16(const std::string& s, size_t max = SIZE_MAX) {
-    const size_t n = std::min(s.size(), max);
-    fixed<uint16_t>(static_cast<uint16_t>(n));
-    put(s.data(), n);
-  }
-  void str32(const std::string& s, size_t max = SIZE_MAX) {
-    const size_t n = std::min(s.size(), max);
-    fixed<uint32_t>(static_cast<uint32_t>(n));
-    put(s.data(), n);
-  }
-  // The bytes written; the capacity asked for stays (for the caller's appends).
-  std::string take() {
-    out_.resize(pos_);
-    return std::move(out_);
-  }
-
- private:
-  void put(const void* data, size_t n) {
-    if (n > out_.size() - pos_) out_.resize(std::max(pos_ + n, 2 * out_.size()));
-    std::memcpy(&out_[pos_], data, n);
-    pos_ += n;
-  }
-
-  std::string out_;
-  size_t pos_ = 0;
-};
-
-// Every read checks the remaining length; the first failure sticks, so decoders
-// read on and check ok() once, which keeps them short.
-class Reader {
- public:
-  Reader(const char* data, size_t size) : data_(data), size_(size) {}
-  template <typename T>
-  T fixed() {
-    T v{};
-    if (!take(sizeof(T))) return v;
-    std::memcpy(&v, data_ + pos_ - sizeof(T), sizeof(T));
-    return v;
-  }
-  uint8_t u8() { return fixed<uint8_t>(); }
-  std::string str(size_t length, size_t max, const char* what) {
-    if (length > max) return fail(std::string(what) + " too long"), std::string();
-    if (!take(length)) return {};
-    return std::string(data_ + pos_ - length, length);
-  }
-  std::string str16(size_t max, const char* what) { return str(fixed<uint16_t>(), max, what); }
-  std::string str32(size_t max, const char* what) { return str(fixed<uint32_t>(), max, what); }
-  void fail(std::string why) {
-    if (error_.empty()) error_ = std::move(why);
-  }
-  bool ok() const { return error_.empty(); }
-  bool atEnd() const { return pos_ == size_; }
-  size_t position() const { return pos_; }
-  size_t remaining() const { return size_ - pos_; }
-  bool skip(size_t n) { return take(n); }
-  const std::string& error() const { return error_; }
-
- private:
-  bool take(size_t n) {
-    if (!ok()) return false;
-    if (n > size_ - pos_) {
-      fail("truncated at byte " + std::to_string(pos_));
-      return false;
-    }
-    pos_ += n;
-    return true;
-  }
-  const char* data_;
-  size_t size_;
-  size_t pos_ = 0;
-  std::string error_;
-};
+using io::Reader;
+using io::Writer;
 
 GloballyUniqueId readId(Reader& r) {
   GloballyUniqueId id;
@@ -109,6 +22,28 @@ GloballyUniqueId readId(Reader& r) {
 void writeId(Writer& w, const GloballyUniqueId& id) {
   w.fixed<int32_t>(id.worker);
   w.fixed<uint64_t>(id.local);
+}
+
+// A u32 length and that many bytes, left where they lie: where, and how many.
+// False when the length is over `max` (a truncation is the reader's error).
+bool readSection(Reader& r, size_t max, size_t& offset, size_t& length) {
+  const uint32_t n = r.fixed<uint32_t>();
+  if (n > max) return false;
+  offset = r.position();
+  length = n;
+  r.skip(n);
+  return true;
+}
+
+// Sets `flag` in an encoded header and appends a u32 length and the bytes.
+void appendSection(std::string& encodedHeader, uint8_t flag, const char* data, size_t size) {
+  constexpr size_t kFlagsAt = 5;  // "RJ", version, type, errorKind, flags
+  encodedHeader[kFlagsAt] = static_cast<char>(encodedHeader[kFlagsAt] | flag);
+  const auto length = static_cast<uint32_t>(size);
+  char bytes[sizeof(length)];
+  std::memcpy(bytes, &length, sizeof(length));
+  encodedHeader.append(bytes, sizeof(length));
+  encodedHeader.append(data, size);
 }
 
 }  // namespace
@@ -202,21 +137,15 @@ std::string decodeHeader(const char* data, size_t size, Header& out) {
   out.orderBefore = out.hasOrder ? r.fixed<uint64_t>() : 0;
   out.inlinePayload = (flags & kInlinePayload) != 0;
   out.payloadOffset = out.payloadLength = 0;
-  if (out.inlinePayload) {
-    uint32_t length = r.fixed<uint32_t>();
-    if (length > kMaxInlinePayload) return "inline payload too long";
-    out.payloadOffset = r.position();
-    out.payloadLength = length;
-    r.skip(length);
+  if (out.inlinePayload &&
+      !readSection(r, kMaxInlinePayload, out.payloadOffset, out.payloadLength)) {
+    return "inline payload too long";
   }
   out.deviceHandles = (flags & kDeviceHandles) != 0;
   out.handlesOffset = out.handlesLength = 0;
-  if (out.deviceHandles) {
-    uint32_t length = r.fixed<uint32_t>();
-    if (length > kMaxDeviceHandles) return "device handles too long";
-    out.handlesOffset = r.position();
-    out.handlesLength = length;
-    r.skip(length);
+  if (out.deviceHandles &&
+      !readSection(r, kMaxDeviceHandles, out.handlesOffset, out.handlesLength)) {
+    return "device handles too long";
   }
   if (!r.ok()) return r.error();
   if (type < static_cast<uint8_t>(MessageType::kHello) ||
@@ -243,23 +172,11 @@ void appendOrder(std::string& encodedHeader, uint64_t before) {
 }
 
 void appendDeviceHandles(std::string& encodedHeader, const char* data, size_t size) {
-  constexpr size_t kFlagsAt = 5;  // "RJ", version, type, errorKind, flags
-  encodedHeader[kFlagsAt] = static_cast<char>(encodedHeader[kFlagsAt] | kDeviceHandles);
-  const auto length = static_cast<uint32_t>(size);
-  char bytes[sizeof(length)];
-  std::memcpy(bytes, &length, sizeof(length));
-  encodedHeader.append(bytes, sizeof(length));
-  encodedHeader.append(data, size);
+  appendSection(encodedHeader, kDeviceHandles, data, size);
 }
 
 void appendInlinePayload(std::string& encodedHeader, const char* data, size_t size) {
-  constexpr size_t kFlagsAt = 5;  // "RJ", version, type, errorKind, flags
-  encodedHeader[kFlagsAt] = static_cast<char>(encodedHeader[kFlagsAt] | kInlinePayload);
-  const auto length = static_cast<uint32_t>(size);
-  char bytes[sizeof(length)];
-  std::memcpy(bytes, &length, sizeof(length));
-  encodedHeader.append(bytes, sizeof(length));
-  encodedHeader.append(data, size);
+  appendSection(encodedHeader, kInlinePayload, data, size);
 }
 
 int64_t numElements(const std::vector<int64_t>& sizes) {

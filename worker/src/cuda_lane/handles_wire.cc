@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "wire_io.h"
+
 namespace rpcjob::wire {
 namespace {
 
@@ -11,57 +13,12 @@ namespace {
 constexpr size_t kTensorFixedBytes = 4 + 4 + 4 * 8 + 2 * kIpcHandleBytes;
 constexpr size_t kMinTensorBytes = 4 + 5 + kTensorFixedBytes;
 
-// header_codec.cc's Writer and Reader are private to it; these are the same
-// idea, smaller (no reuse of a scratch string, no strings to read).
-class Writer {
- public:
-  template <typename T>
-  void fixed(T v) {
-    put(&v, sizeof(T));  // little-endian hosts only (x86_64, aarch64)
-  }
-  void put(const void* data, size_t n) { out_.append(static_cast<const char*>(data), n); }
-  std::string take() { return std::move(out_); }
+using io::Reader;
+using io::Writer;
 
- private:
-  std::string out_;
-};
-
-// The first failure sticks: decoders read on and check ok() where it matters.
-class Reader {
- public:
-  Reader(const char* data, size_t size) : data_(data), size_(size) {}
-  template <typename T>
-  T fixed() {
-    T v{};
-    if (const char* p = take(sizeof(T))) std::memcpy(&v, p, sizeof(T));
-    return v;
-  }
-  void handle(IpcHandle& out) {
-    if (const char* p = take(out.size())) std::memcpy(out.data(), p, out.size());
-  }
-  // `n` bytes in place, or null (truncated: failed).
-  const char* take(size_t n) {
-    if (!ok()) return nullptr;
-    if (n > size_ - pos_) {
-      fail("truncated at byte " + std::to_string(pos_));
-      return nullptr;
-    }
-    pos_ += n;
-    return data_ + pos_ - n;
-  }
-  void fail(std::string why) {
-    if (error_.empty()) error_ = std::move(why);
-  }
-  bool ok() const { return error_.empty(); }
-  size_t remaining() const { return size_ - pos_; }
-  const std::string& error() const { return error_; }
-
- private:
-  const char* data_;
-  size_t size_;
-  size_t pos_ = 0;
-  std::string error_;
-};
+void readHandle(Reader& r, IpcHandle& out) {
+  if (const char* p = r.bytes(out.size())) std::memcpy(out.data(), p, out.size());
+}
 
 std::string checkTensor(const LaneTensor& t, size_t (*elementSize)(int8_t)) {
   if (t.meta.deviceType != 1) return "not on a CUDA device";
@@ -128,7 +85,7 @@ std::string decodeLaneTensors(const char* data, size_t size, LaneTensors& out,
   for (size_t i = 0; i < count; ++i) {
     LaneTensor& t = out.tensors.emplace_back();
     const size_t metaLength = r.fixed<uint32_t>();
-    const char* meta = r.take(metaLength);
+    const char* meta = r.bytes(metaLength);
     if (!r.ok()) return r.error();
     std::string why = decodeTensorMeta(meta, metaLength, t.meta);
     if (why.empty()) {
@@ -138,8 +95,8 @@ std::string decodeLaneTensors(const char* data, size_t size, LaneTensors& out,
       t.bufferId = r.fixed<uint64_t>();
       t.offset = r.fixed<uint64_t>();
       t.length = r.fixed<uint64_t>();
-      r.handle(t.memory);
-      r.handle(t.ready);
+      readHandle(r, t.memory);
+      readHandle(r, t.ready);
       if (!r.ok()) return r.error();
       why = checkTensor(t, elementSize);
     }
@@ -178,7 +135,7 @@ std::string decodeLaneCopied(const char* data, size_t size, LaneCopied& out) {
   }
   if (r.remaining() > bytes) return "trailing bytes after the lane copied events";
   out.done.resize(count);
-  for (IpcHandle& h : out.done) r.handle(h);
+  for (IpcHandle& h : out.done) readHandle(r, h);
   return r.ok() ? std::string() : r.error();
 }
 
