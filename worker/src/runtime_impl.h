@@ -348,10 +348,6 @@ class RuntimeImpl {
   // it, when the pairs of devices allow (cuda_lane/lane_pairs.h); else null.
   std::shared_ptr<cuda_lane::Sender> deviceSenderFor(int rank,
                                                      const wire::ChannelDescriptors& remote);
-  // The server, taking a lane from `server`'s caller: what copies the CUDA
-  // tensors its frames carry as handles.
-  std::shared_ptr<cuda_lane::Receiver> deviceReceiverFor(const std::shared_ptr<ServerPipe>& server,
-                                                         int64_t clientPid);
   // The server, on its poller: sends a kLaneCopied answer on `lane` itself,
   // unordered; by `ordered` (copiedAnswer's) when the ring cannot take it.
   // False when the ring is broken (`why`): the lane must fail.

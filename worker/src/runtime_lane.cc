@@ -59,6 +59,14 @@ std::chrono::microseconds deviceSpin() {
   return spin;
 }
 
+// The server's word that it copied the tensors of request frame `handoff`.
+wire::Header laneCopiedHeader(uint64_t handoff) {
+  wire::Header h;
+  h.type = wire::MessageType::kLaneCopied;
+  h.id = handoff;
+  return h;
+}
+
 // A message the lane may carry: no tensor for a channel, a payload that could
 // travel inline (its size against the ring's frames: sendFrameLocked).
 bool laneCarries(const OutgoingMessage& m) {
@@ -457,26 +465,12 @@ std::shared_ptr<cuda_lane::Sender> RuntimeImpl::deviceSenderFor(
 #endif
 }
 
-std::shared_ptr<cuda_lane::Receiver> RuntimeImpl::deviceReceiverFor(
-    [[maybe_unused]] const std::shared_ptr<ServerPipe>& server,
-    [[maybe_unused]] int64_t clientPid) {
-#if RPCJOB_WITH_CUDA
-  return std::make_shared<cuda_lane::Receiver>(callerOf(server->callerRank).name, clientPid,
-                                               options_.hooks.deviceTransfers);
-#else
-  return nullptr;
-#endif
-}
-
 bool RuntimeImpl::answerCopied(WriteQueue& writes, lane::Lane& lane, uint64_t handoff,
                                std::string copied,
                                const std::function<void(uint64_t, std::string)>& ordered,
                                std::string& why) {
-  wire::Header h;
-  h.type = wire::MessageType::kLaneCopied;
-  h.id = handoff;
   thread_local std::string frame;
-  wire::encodeHeaderInto(h, 4 + copied.size(), frame);
+  wire::encodeHeaderInto(laneCopiedHeader(handoff), 4 + copied.size(), frame);
   wire::appendInlinePayload(frame, copied.data(), copied.size());
   lane::RingProducer::Status sent;
   {
@@ -501,12 +495,16 @@ bool RuntimeImpl::answerCopied(WriteQueue& writes, lane::Lane& lane, uint64_t ha
 }
 
 RuntimeImpl::DeviceFrames RuntimeImpl::deviceFramesFor(const std::shared_ptr<ServerPipe>& server,
-                                                       bool takes, int64_t clientPid) {
+                                                       [[maybe_unused]] bool takes,
+                                                       [[maybe_unused]] int64_t clientPid) {
   DeviceFrames frames;
+#if RPCJOB_WITH_CUDA
   if (takes) {
-    frames.receiver = deviceReceiverFor(server, clientPid);
+    frames.receiver = std::make_shared<cuda_lane::Receiver>(
+        callerOf(server->callerRank).name, clientPid, options_.hooks.deviceTransfers);
     frames.answerOrdered = copiedAnswer(server);
   }
+#endif
   // Weak: the pipe holds the lane, which holds this.
   frames.refuse = [this, weak = std::weak_ptr<ServerPipe>(server)](const wire::Header& h,
                                                                    const std::string& why) {
@@ -519,12 +517,8 @@ std::function<void(uint64_t, std::string)> RuntimeImpl::copiedAnswer(
     const std::shared_ptr<ServerPipe>& server) {
   // Weak: the pipe holds the lane, which holds this.
   return [this, weak = std::weak_ptr<ServerPipe>(server)](uint64_t handoff, std::string copied) {
-    auto s = weak.lock();
-    if (!s) return;
-    wire::Header h;
-    h.type = wire::MessageType::kLaneCopied;
-    h.id = handoff;
-    writeServer(s, makeRawMessage(h, std::move(copied)));
+    if (auto s = weak.lock())
+      writeServer(s, makeRawMessage(laneCopiedHeader(handoff), std::move(copied)));
   };
 }
 

@@ -317,6 +317,15 @@ std::shared_ptr<OutgoingMessage> makeRawMessage(const wire::Header& header, std:
   return out;
 }
 
+std::string dtypeProblem(int8_t dtype) {
+  if (dtype < 0 || dtype >= static_cast<int8_t>(c10::ScalarType::NumOptions) ||
+      dtype == static_cast<int8_t>(c10::ScalarType::Undefined)) {
+    return "bad tensor dtype " + std::to_string(dtype);
+  }
+  if (c10::isQIntType(static_cast<c10::ScalarType>(dtype))) return "quantized dtype";
+  return {};
+}
+
 std::string prepareRead(const tensorpipe::Descriptor& descriptor, IncomingMessage& in,
                         tensorpipe::Allocation& allocation, std::uint64_t maxBytes) {
   std::string error =
@@ -339,12 +348,9 @@ std::string prepareRead(const tensorpipe::Descriptor& descriptor, IncomingMessag
     wire::TensorMeta& meta = metas[i];
     error = wire::decodeTensorMeta(d.metadata.data(), d.metadata.size(), meta);
     if (!error.empty()) return "bad tensor metadata: " + error;
-    if (meta.dtype < 0 || meta.dtype >= static_cast<int8_t>(c10::ScalarType::NumOptions) ||
-        meta.dtype == static_cast<int8_t>(c10::ScalarType::Undefined)) {
-      return "bad tensor dtype " + std::to_string(meta.dtype);
-    }
+    error = dtypeProblem(meta.dtype);
+    if (!error.empty()) return error;
     auto dtype = static_cast<c10::ScalarType>(meta.dtype);
-    if (c10::isQIntType(dtype)) return "quantized dtype";
 #if !RPCJOB_WITH_CUDA
     if (meta.deviceType != 0) return "CUDA tensor received by a CPU-only worker";
 #endif

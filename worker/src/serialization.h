@@ -98,6 +98,9 @@ struct IncomingMessage {
 // error string for anything malformed or too large.
 std::string prepareRead(const tensorpipe::Descriptor& descriptor, IncomingMessage& in,
                         tensorpipe::Allocation& allocation, std::uint64_t maxBytes);
+// Why a tensor of `dtype` (c10::ScalarType's value, as the wire carries it)
+// cannot travel, or "": out of range, undefined, quantized.
+std::string dtypeProblem(int8_t dtype);
 // Unpickles the payload against the tensors; None when there is no payload.
 // Throws RpcError (kBadMessage).
 c10::IValue decodeValue(IncomingMessage& in);

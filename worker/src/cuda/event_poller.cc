@@ -1,6 +1,7 @@
 #include "event_poller.h"
 
 #include "../spin_wait.h"
+#include "cuda_error.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -67,7 +68,7 @@ struct EventPoller::State {
         std::string error;
         if (e != cudaSuccess) {
           cudaGetLastError();
-          error = std::string("cudaEventQuery: ") + cudaGetErrorString(e);
+          error = cudaWhat("cudaEventQuery", e);
         }
         Waiting done = std::move(waiting[i]);
         waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));

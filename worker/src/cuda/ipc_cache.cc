@@ -5,17 +5,10 @@
 #include <cstdlib>
 #include <iterator>
 
+#include "cuda_error.h"
 #include "device_scope.h"
 
 namespace rpcjob::runtime::cuda {
-namespace {
-
-std::string cudaWhat(const char* call, cudaError_t e) {
-  return std::string(call) + ": " + cudaGetErrorString(e);
-}
-
-}  // namespace
-
 // Interprocess events of one device, handed out by index.
 struct IpcCache::EventPool {
   int device = 0;

@@ -1,6 +1,5 @@
 #include "nvlink_channel.h"
 
-#include <cuda.h>
 #include <cuda_runtime.h>
 #include <unistd.h>
 
@@ -14,7 +13,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -22,6 +20,7 @@
 
 #include "../channels/copy_context.h"
 #include "../trace/trace.h"
+#include "cuda_error.h"
 #include "device_scope.h"
 #include "event_poller.h"
 #include "ipc_cache.h"
@@ -40,10 +39,6 @@ using tensorpipe::Buffer;
 using tensorpipe::CudaBuffer;
 using tensorpipe::Device;
 using tensorpipe::Error;
-
-std::string cudaWhat(const char* call, cudaError_t e) {
-  return std::string(call) + ": " + cudaGetErrorString(e);
-}
 
 size_t envSize(const char* name, size_t fallback) {
   const char* v = std::getenv(name);

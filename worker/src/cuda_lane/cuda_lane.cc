@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "cuda/cuda_error.h"
 #include "cuda/cuda_future.h"
 #include "cuda/cuda_serialization.h"
 #include "cuda/device_scope.h"
@@ -23,25 +24,17 @@
 namespace rpcjob::runtime::cuda_lane {
 namespace {
 
+using cuda::cudaWhat;
+
 std::atomic<uint64_t> framesLent{0};
 std::atomic<uint64_t> framesCopied{0};
 std::atomic<uint64_t> framesReceived{0};
 std::atomic<uint64_t> tensorsReceived{0};
 
-std::string cudaWhat(const char* call, cudaError_t e) {
-  return std::string(call) + ": " + cudaGetErrorString(e);
-}
-
-// The bytes of one element of `dtype`, 0 for one that cannot travel (as
-// prepareRead refuses it).
+// The bytes of one element of `dtype`, 0 for one that cannot travel (one that
+// prepareRead refuses: dtypeProblem).
 size_t elementSizeOf(int8_t dtype) {
-  if (dtype < 0 || dtype >= static_cast<int8_t>(c10::ScalarType::NumOptions) ||
-      dtype == static_cast<int8_t>(c10::ScalarType::Undefined)) {
-    return 0;
-  }
-  const auto type = static_cast<c10::ScalarType>(dtype);
-  if (c10::isQIntType(type)) return 0;
-  return c10::elementSize(type);
+  return dtypeProblem(dtype).empty() ? c10::elementSize(static_cast<c10::ScalarType>(dtype)) : 0;
 }
 
 template <typename Handle>
@@ -216,8 +209,7 @@ bool Sender::lend(const std::shared_ptr<OutgoingMessage>& m, std::string& handle
     section.tensors.push_back(std::move(w));
   }
   lent.message = m;
-  Lent kept = lent;  // add() takes it; `lent` stays for a refusal
-  section.handoff = s.lent.add(kept);
+  section.handoff = s.lent.add(lent);  // 0 leaves `lent` as it was
   if (section.handoff == 0) {
     s.release(lent, State::Ended::kUnsent);
     why = "the lane has ended";
@@ -268,10 +260,10 @@ std::string Sender::copied(uint64_t handoff, const char* data, size_t size) {
     return why;
   }
   state_->release(*l, State::Ended::kCopied);
-  if (why.empty()) framesCopied.fetch_add(1, std::memory_order_relaxed);
+  framesCopied.fetch_add(1, std::memory_order_relaxed);
   // The message's tensors were recorded on their send streams (prepareSend):
   // the allocator hands their blocks out again only after the waits above.
-  return why;
+  return {};
 }
 
 void Sender::end() {
