@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <random>
 
 #include "host_memory/peer_memfd.h"
@@ -92,42 +93,32 @@ std::string hex(uint64_t v) {
 }
 
 // "key=value;" pairs, values decimal. Pure.
-bool readField(const std::string& text, const char* key, uint64_t& out) {
+// The value text of field `key`, or none when the text has no such field.
+std::optional<std::string> fieldValue(const std::string& text, const char* key) {
   const std::string k = std::string(key) + "=";
   size_t at = 0;
   while (at < text.size()) {
     const size_t end = text.find(';', at);
-    if (end == std::string::npos) return false;
-    if (text.compare(at, k.size(), k) == 0) {
-      const std::string digits = text.substr(at + k.size(), end - at - k.size());
-      if (digits.empty() || digits.size() > 20) return false;
-      uint64_t v = 0;
-      for (char c : digits) {
-        if (c < '0' || c > '9') return false;
-        const uint64_t next = v * 10 + static_cast<uint64_t>(c - '0');
-        if (next / 10 != v) return false;  // overflow
-        v = next;
-      }
-      out = v;
-      return true;
-    }
+    if (end == std::string::npos) return std::nullopt;
+    if (text.compare(at, k.size(), k) == 0) return text.substr(at + k.size(), end - at - k.size());
     at = end + 1;
   }
-  return false;
+  return std::nullopt;
 }
 
-// Whether `text` has a field `key`, whatever its value (readField: false for
-// both an absent and a malformed one).
-bool hasField(const std::string& text, const char* key) {
-  const std::string k = std::string(key) + "=";
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t end = text.find(';', at);
-    if (end == std::string::npos) return false;
-    if (text.compare(at, k.size(), k) == 0) return true;
-    at = end + 1;
+// False for an absent field and for a malformed one alike.
+bool readField(const std::string& text, const char* key, uint64_t& out) {
+  const std::optional<std::string> digits = fieldValue(text, key);
+  if (!digits || digits->empty() || digits->size() > 20) return false;
+  uint64_t v = 0;
+  for (char c : *digits) {
+    if (c < '0' || c > '9') return false;
+    const uint64_t next = v * 10 + static_cast<uint64_t>(c - '0');
+    if (next / 10 != v) return false;  // overflow
+    v = next;
   }
-  return false;
+  out = v;
+  return true;
 }
 
 uint64_t ringBytes(uint64_t capacity) {
@@ -170,7 +161,7 @@ std::string decodeOffer(const char* data, size_t size, LaneOffer& out) {
     return "a malformed lane offer";
   }
   uint64_t deviceTensors = 0;  // optional: older peers do not send it
-  if (hasField(text, "device_tensors") &&
+  if (fieldValue(text, "device_tensors") &&
       (!readField(text, "device_tensors", deviceTensors) || deviceTensors > 1)) {
     return "a malformed lane offer";
   }
