@@ -11,7 +11,7 @@
 // The same for the shared-memory lane beside such a pipe (lane/lane.h), which
 // the cases open by hand as the runtime's client does (offerLane): a frame with
 // CUDA tensors as IPC handles (wire::kDeviceHandles) to a worker without a CUDA
-// build fails the lane with the reason. And the other way round, a hostile
+// build is refused with the reason. And the other way round, a hostile
 // server: a fake "w1" that answers a runtime in this process (its client) with
 // a copy answer (wire::kLaneCopied) for tensors that client never lent it.
 #include <ATen/core/ivalue.h>
