@@ -300,11 +300,12 @@ int main(int, char** argv) {
   // Pulled both ways through as many stream hand-offs as a round trip through us.
   auto hops400 = ways ? rawRoundTrips(mb400, peer, 3, 20, peer, 0, 2, 1) : std::vector<double>{0};
   // The pair's TensorPipe channel; requests whose CUDA tensors went as handles
-  // on the lane (cuda_lane/) name it first.
   const std::string tensorpipeChannel = pair.channelFor("cuda:0", remote);
-  const std::string channel = runtime::cuda_lane::counters().framesLent > 0
-                                  ? "cuda_lane, replies " + tensorpipeChannel
-                                  : tensorpipeChannel;
+  // on the lane (cuda_lane/) name it first; lane_pushed: of their tensors,
+  // those copied into the server's landing offers by this process.
+  const runtime::cuda_lane::Counters lane = runtime::cuda_lane::counters();
+  const std::string channel =
+      lane.framesLent > 0 ? "cuda_lane, replies " + tensorpipeChannel : tensorpipeChannel;
   std::printf(
       "{\"impl\": \"rpcjob\", \"devices\": \"cuda:0->%s\", \"channel\": \"%s\", \"small_p50_us\": "
       "%.1f, \"small_p99_us\": %.1f, "
@@ -313,13 +314,15 @@ int main(int, char** argv) {
       "\"raw_pull_rt400mb_ms\": %.3f, \"raw_push_rt400mb_ms\": %.3f, "
       "\"raw_pull_hops_rt400mb_ms\": %.3f, \"model_split_s\": %.4f, "
       "\"recipe_cpu_rpc_s\": %.4f, \"recipe_cuda_rpc_s\": %.4f, "
-      "\"recipe_cuda_rpc_blocks_s\": [%s], \"intra_op_threads\": %d}\n",
+      "\"recipe_cuda_rpc_blocks_s\": [%s], \"intra_op_threads\": %d, \"lane_frames\": %llu, "
+      "\"lane_pushed\": %llu}\n",
       remote.c_str(), channel.c_str(), pct(s, 0.5) * 1e6, pct(s, 0.99) * 1e6, pct(r4, 0.5) * 1e3,
       pct(r400, 0.5) * 1e3, 2 * 400e6 / 1e9 / pct(r400, 0.5), pct(r400, 0.1) * 1e3,
       pct(r400, 0.9) * 1e3, pct(raw4, 0.5) * 1e3, pct(raw400, 0.5) * 1e3,
       2 * 400e6 / 1e9 / pct(raw400, 0.5), pct(pull400, 0.5) * 1e3, pct(push400, 0.5) * 1e3,
       pct(hops400, 0.5) * 1e3, split, recipeCpu, recipeCuda, list(recipeCudaBlocks).c_str(),
-      at::get_num_threads());
+      at::get_num_threads(), static_cast<unsigned long long>(lane.framesLent),
+      static_cast<unsigned long long>(lane.tensorsPushed));
   std::fflush(stdout);
   return 0;
 }

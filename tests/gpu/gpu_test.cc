@@ -526,6 +526,79 @@ TEST(Lane, CudaTensorsTravelAsHandlesBetweenTwoGpus) {
   EXPECT_EQ(after.framesCopied, after.framesLent) << "lent memory the server never answered for";
 }
 
+// Large tensors of a size that comes again go by landing offers: after the
+// first, the server holds a buffer for the next of that size and the client
+// copies into it itself (cuda_lane/README.md). Values exact in every shape of
+// frame: one tensor, two of one size, a large one beside a small one (pulled),
+// a size that changes; every frame still answered.
+TEST(Lane, LargeTensorsArePushedIntoLandingOffers) {
+  int can = 0;
+  if (gpu::gpuCount() < 2 || cudaDeviceCanAccessPeer(&can, 0, 1) != cudaSuccess || !can) {
+    cudaGetLastError();
+    GTEST_SKIP() << "needs two GPUs with peer access (the lane's CUDA frames need them)";
+  }
+  if (!runtime::cuda_lane::landingHere()) GTEST_SKIP() << "RPCJOB_LANE_PUSH=0";
+  devicesUsed(pairDevices());
+  gpu::Pair pair({{"cuda:0", "cuda:1"}}, "", "");
+  pair.start();
+  auto& rt = pair.rt();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const at::Tensor probe = onDevice(16, 0);
+  for (;;) {
+    const uint64_t lent = runtime::cuda_lane::counters().framesLent;
+    ASSERT_TRUE(sameValues(rt.rpcSync("w1", "add_one", {probe}).toTensor(), probe + 1));
+    if (runtime::cuda_lane::counters().framesLent > lent) break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no request went on the lane";
+  }
+  const auto pushed = [] { return runtime::cuda_lane::counters().tensorsPushed; };
+  // One size, again and again: the first pulled, then (nearly) all pushed.
+  const uint64_t before = pushed();
+  constexpr int kRounds = 8;
+  for (int round = 0; round < kRounds; ++round) {
+    at::Tensor x = onDevice(1 << 20, 0, round);
+    EXPECT_TRUE(sameValues(rt.rpcSync("w1", "add_one", {x}).toTensor(), x + 1)) << round;
+  }
+  EXPECT_GE(pushed() - before, static_cast<uint64_t>(kRounds - 2)) << "offers were not used";
+  // Two of one size in one message: two offers, both pushed the time after.
+  for (int round = 0; round < 3; ++round) {
+    const uint64_t was = pushed();
+    auto two = rt.rpcSync("w1", runtime::kBuiltinEcho,
+                          {onDevice(3 << 20, 0, 10 + round), onDevice(3 << 20, 0, 20 + round)})
+                   .toTuple();
+    EXPECT_TRUE(sameValues(two->elements()[0].toTensor(), onDevice(3 << 20, 0, 10 + round)));
+    EXPECT_TRUE(sameValues(two->elements()[1].toTensor(), onDevice(3 << 20, 0, 20 + round)));
+    if (round == 2) {
+      EXPECT_EQ(pushed() - was, 2u);
+    }
+  }
+  // A large tensor beside a small one: the large pushed, the small pulled.
+  for (int round = 0; round < 3; ++round) {
+    const uint64_t was = pushed();
+    auto mixed = rt.rpcSync("w1", runtime::kBuiltinEcho,
+                            {onDevice(5, 0, 30 + round), onDevice(1 << 20, 0, 40 + round)})
+                     .toTuple();
+    EXPECT_TRUE(sameValues(mixed->elements()[0].toTensor(), onDevice(5, 0, 30 + round)));
+    EXPECT_TRUE(sameValues(mixed->elements()[1].toTensor(), onDevice(1 << 20, 0, 40 + round)));
+    if (round > 0) {
+      EXPECT_EQ(pushed() - was, 1u);
+    }
+  }
+  // Sizes that change every call: pulled where no offer fits, exact throughout;
+  // the offers of sizes that stopped coming go back (not counted here: the
+  // server's), and the lane keeps working.
+  for (int round = 0; round < 24; ++round) {
+    at::Tensor x = onDevice((1 << 20) + (round % 5) * 4096, 0, 50 + round);
+    EXPECT_TRUE(sameValues(rt.rpcSync("w1", "add_one", {x}).toTensor(), x + 1)) << round;
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (runtime::cuda_lane::counters().framesCopied != runtime::cuda_lane::counters().framesLent &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const auto after = runtime::cuda_lane::counters();
+  EXPECT_EQ(after.framesCopied, after.framesLent) << "a frame the server never answered";
+}
+
 TEST(Metrics, ServedInTheCudaBuild) {
   devicesUsed("cuda:0, one process");
   at::ones({1}, at::TensorOptions().device(at::kCUDA, 0));  // CUDA initialized

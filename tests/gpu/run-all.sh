@@ -466,7 +466,8 @@ if [[ $stages == *" rt400 "* ]]; then
       say "400 MB, $v, run $round: ours $ours ms ($(awk -v o="$ours" -v b="$bound" \
         'BEGIN { if (o > 0) printf "%.1f", 100 * b / o }') % of the bound $bound ms;" \
         "pulled both ways $(field raw_pull_rt400mb_ms), pushed $(field raw_push_rt400mb_ms)," \
-        "pulled through our stream hand-offs $(field raw_pull_hops_rt400mb_ms))"
+        "pulled through our stream hand-offs $(field raw_pull_hops_rt400mb_ms);" \
+        "lane frames $(field lane_frames), pushed $(field lane_pushed))"
     done
   done
 fi

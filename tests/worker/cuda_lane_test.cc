@@ -1,8 +1,9 @@
 // The pure parts of CUDA tensors carried as IPC handles in lane frames
-// (worker/src/cuda_lane/): the handles' wire format and the receiver's answer,
-// the sender's handoffs, which device pairs may take the lane, and the lane
-// offer's field that says the server takes them. No CUDA: the handles are
-// opaque bytes here.
+// (worker/src/cuda_lane/): the handles' wire format, the receiver's answer and
+// its landing offers, the sender's handoffs, the bookkeeping of landing offers
+// at both ends, which device pairs may take the lane, and the lane offer's
+// fields that say the server takes them and the client takes landing offers.
+// No CUDA: the handles are opaque bytes here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,14 +21,17 @@
 #include "cuda/nvlink_descriptor.h"
 #include "cuda_lane/handles_wire.h"
 #include "cuda_lane/handoffs.h"
+#include "cuda_lane/landing_offers.h"
 #include "cuda_lane/lane_pairs.h"
 #include "header_codec.h"
 #include "lane/lane.h"
 
 namespace {
 
+using rpcjob::wire::decodeLandingOffers;
 using rpcjob::wire::decodeLaneCopied;
 using rpcjob::wire::decodeLaneTensors;
+using rpcjob::wire::encodeLandingOffers;
 using rpcjob::wire::encodeLaneCopied;
 using rpcjob::wire::encodeLaneTensors;
 using rpcjob::wire::IpcHandle;
@@ -113,6 +117,7 @@ void expectSame(const LaneTensor& a, const LaneTensor& b) {
   EXPECT_EQ(a.length, b.length);
   EXPECT_EQ(a.memory, b.memory);
   EXPECT_EQ(a.ready, b.ready);
+  EXPECT_EQ(a.offer, b.offer);
 }
 
 // ---- handles
@@ -173,12 +178,80 @@ TEST(LaneHandlesWire, RefusesATrailingByte) {
   EXPECT_TRUE(contains(decodeWith(bytes), "trailing")) << decodeWith(bytes);
 }
 
+// A frame with pushed tensors or offers given back: version 2, each tensor's
+// offer id after its handles, the ids given back at the end.
+LaneTensors pushedSample() {
+  LaneTensors in = sample();
+  in.tensors[0].offer = 0x0a0b0c0d0e0f1011ull;
+  in.tensors[2].offer = 3;
+  in.returned = {7, 0x8000000000000001ull};
+  return in;
+}
+
+TEST(LaneHandlesWire, PushedTensorsAndReturnedOffersRoundTripAsVersionTwo) {
+  const LaneTensors in = pushedSample();
+  const std::string bytes = encodeLaneTensors(in);
+  EXPECT_EQ(bytes[0], 2);
+  EXPECT_EQ(bytes.size(), encodeLaneTensors(sample()).size() + 8 * in.tensors.size() + 4 + 8 * 2);
+  LaneTensors out;
+  out.returned = {99};  // a previous decode's: replaced
+  ASSERT_EQ(decodeLaneTensors(bytes.data(), bytes.size(), out, elementSize), "");
+  ASSERT_EQ(out.tensors.size(), in.tensors.size());
+  for (size_t i = 0; i < in.tensors.size(); ++i) expectSame(out.tensors[i], in.tensors[i]);
+  EXPECT_EQ(out.returned, in.returned);
+  EXPECT_EQ(encodeLaneTensors(out), bytes);
+  // Only offers given back: version 2 too; neither: version 1, as before offers.
+  LaneTensors returnedOnly = sample();
+  returnedOnly.returned = {4};
+  EXPECT_EQ(encodeLaneTensors(returnedOnly)[0], 2);
+  ASSERT_EQ(decodeLaneTensors(bytes.data(), bytes.size(), out, elementSize), "");
+  const std::string v1 = encodeLaneTensors(sample());
+  ASSERT_EQ(decodeLaneTensors(v1.data(), v1.size(), out, elementSize), "");
+  EXPECT_TRUE(out.returned.empty());
+  for (const LaneTensor& t : out.tensors) EXPECT_EQ(t.offer, 0u);
+}
+
+TEST(LaneHandlesWire, VersionTwoEveryPrefixIsAnError) {
+  const std::string bytes = encodeLaneTensors(pushedSample());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    std::vector<char> exact(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
+    LaneTensors out;
+    EXPECT_NE(decodeLaneTensors(exact.data(), exact.size(), out, elementSize), "")
+        << "length " << n;
+  }
+}
+
+TEST(LaneHandlesWire, VersionTwoRefusesBadReturnedOffers) {
+  LaneTensors in = pushedSample();
+  in.returned = {5, 0};
+  EXPECT_TRUE(contains(decodeWith(encodeLaneTensors(in)), "offer of id 0"));
+  in.returned.assign(kMaxLaneTensors + 1, 6);
+  EXPECT_TRUE(contains(decodeWith(encodeLaneTensors(in)), "returning"));
+  in.returned.assign(kMaxLaneTensors, 6);
+  EXPECT_EQ(decodeWith(encodeLaneTensors(in)), "");
+  // A count the bytes cannot hold.
+  in.returned = {5};
+  std::string bytes = encodeLaneTensors(in);
+  const uint32_t lie = 1000;
+  std::memcpy(&bytes[bytes.size() - 12], &lie, 4);
+  EXPECT_TRUE(contains(decodeWith(bytes), "returning 1000 offers in 8 bytes")) << decodeWith(bytes);
+  bytes = encodeLaneTensors(in);
+  bytes.push_back('\0');
+  EXPECT_TRUE(contains(decodeWith(bytes), "trailing"));
+  // Version 3 is no version.
+  bytes = encodeLaneTensors(in);
+  bytes[0] = 3;
+  EXPECT_TRUE(contains(decodeWith(bytes), "version 3"));
+}
+
 TEST(LaneHandlesWire, RefusesAnotherVersion) {
   std::string bytes = encodeLaneTensors(sample());
-  for (char v : {'\0', '\2', '\xff'}) {
+  for (char v : {'\0', '\3', '\xff'}) {
     bytes[0] = v;
     EXPECT_TRUE(contains(decodeWith(bytes), "version")) << decodeWith(bytes);
   }
+  bytes[0] = 2;  // a version 1 body read as version 2: its fields do not line up
+  EXPECT_NE(decodeWith(bytes), "");
 }
 
 TEST(LaneHandlesWire, RefusesAHandoffOfZero) {
@@ -372,7 +445,12 @@ TEST(LaneCopiedWire, RefusesLies) {
   std::string bytes = good;
   bytes[0] = 2;
   EXPECT_TRUE(contains(decode(bytes), "version")) << decode(bytes);
-  EXPECT_TRUE(contains(decode(encodeLaneCopied(LaneCopied{})), "without events"));
+  // No event: every tensor of the frame was pushed (landing offers).
+  LaneCopied none;
+  none.done.push_back(handle(5));  // a previous decode's: cleared
+  const std::string empty = encodeLaneCopied(LaneCopied{});
+  ASSERT_EQ(decodeLaneCopied(empty.data(), empty.size(), none), "");
+  EXPECT_TRUE(none.done.empty());
   // A count over the limit, with and without the bytes for it.
   LaneCopied many;
   many.done.assign(kMaxLaneTensors + 1, handle(3));
@@ -392,6 +470,212 @@ TEST(LaneCopiedWire, RefusesLies) {
   bytes = good;
   bytes.push_back('\0');
   EXPECT_TRUE(contains(decode(bytes), "trailing")) << decode(bytes);
+}
+
+// ---- landing offers on the wire
+
+using rpcjob::wire::LandingOffer;
+
+LandingOffer laneOffer(int seed) {
+  LandingOffer o;
+  o.id = 1 + static_cast<uint64_t>(seed);
+  o.device = seed % 8;
+  o.pid = 2000 + seed;
+  o.base = 0x7e0000000000ull + static_cast<uint64_t>(seed) * 0x200000;
+  o.bufferId = 0x4000000000000000ull | static_cast<uint64_t>(seed);
+  o.offset = static_cast<uint64_t>(seed) * 4096;
+  o.length = (uint64_t{1} << 20) + static_cast<uint64_t>(seed);
+  o.memory = handle(seed + 50);
+  return o;
+}
+
+void expectSame(const LandingOffer& a, const LandingOffer& b) {
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.device, b.device);
+  EXPECT_EQ(a.pid, b.pid);
+  EXPECT_EQ(a.base, b.base);
+  EXPECT_EQ(a.bufferId, b.bufferId);
+  EXPECT_EQ(a.offset, b.offset);
+  EXPECT_EQ(a.length, b.length);
+  EXPECT_EQ(a.memory, b.memory);
+}
+
+std::string decodeOffers(const std::string& bytes) {
+  std::vector<LandingOffer> out;
+  return decodeLandingOffers(bytes.data(), bytes.size(), out);
+}
+
+TEST(LandingOffersWire, RoundTrips) {
+  for (size_t count : {size_t{1}, size_t{3}, kMaxLaneTensors}) {
+    std::vector<LandingOffer> in;
+    for (size_t i = 0; i < count; ++i) in.push_back(laneOffer(static_cast<int>(i)));
+    const std::string bytes = encodeLandingOffers(in);
+    EXPECT_EQ(bytes.size(), 1 + 4 + count * (8 + 4 + 4 + 4 * 8 + 64));
+    EXPECT_EQ(bytes[0], 1);
+    std::vector<LandingOffer> out = {laneOffer(99)};  // a previous decode's: replaced
+    ASSERT_EQ(decodeLandingOffers(bytes.data(), bytes.size(), out), "") << count;
+    ASSERT_EQ(out.size(), in.size());
+    for (size_t i = 0; i < count; ++i) expectSame(out[i], in[i]);
+    EXPECT_EQ(encodeLandingOffers(out), bytes);
+  }
+}
+
+TEST(LandingOffersWire, EveryPrefixIsAnError) {
+  const std::string bytes = encodeLandingOffers({laneOffer(1), laneOffer(2)});
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    std::vector<char> exact(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
+    std::vector<LandingOffer> out;
+    EXPECT_NE(decodeLandingOffers(exact.data(), exact.size(), out), "") << "length " << n;
+  }
+}
+
+TEST(LandingOffersWire, RefusesLies) {
+  const std::string good = encodeLandingOffers({laneOffer(1), laneOffer(2)});
+  std::string bytes = good;
+  bytes[0] = 2;
+  EXPECT_TRUE(contains(decodeOffers(bytes), "version 2")) << decodeOffers(bytes);
+  EXPECT_TRUE(contains(decodeOffers(encodeLandingOffers({})), "without an offer"));
+  std::vector<LandingOffer> many(kMaxLaneTensors + 1, laneOffer(3));
+  EXPECT_TRUE(contains(decodeOffers(encodeLandingOffers(many)), "more than"));
+  bytes = good;
+  const uint32_t three = 3;
+  std::memcpy(&bytes[1], &three, 4);
+  EXPECT_TRUE(contains(decodeOffers(bytes), "3 buffers in")) << decodeOffers(bytes);
+  bytes = good;
+  bytes.push_back('\0');
+  EXPECT_TRUE(contains(decodeOffers(bytes), "buffers in")) << decodeOffers(bytes);
+  const std::vector<std::pair<void (*)(LandingOffer&), const char*>> edits = {
+      {[](LandingOffer& o) { o.id = 0; }, "lane offer 1: an id of 0"},
+      {[](LandingOffer& o) { o.length = 0; }, "lane offer 1: a length of 0"},
+      {[](LandingOffer& o) { o.device = -1; }, "lane offer 1: a device of -1"},
+      {[](LandingOffer& o) { o.pid = 0; }, "lane offer 1: a pid of 0"},
+      {[](LandingOffer& o) { o.pid = -5; }, "lane offer 1: a pid of -5"},
+      {[](LandingOffer& o) { o.offset = UINT64_MAX; }, "lane offer 1: offset + length overflows"},
+  };
+  for (const auto& [edit, why] : edits) {
+    std::vector<LandingOffer> in = {laneOffer(1), laneOffer(2)};
+    edit(in[1]);
+    EXPECT_EQ(decodeOffers(encodeLandingOffers(in)), why);
+  }
+}
+
+// ---- landing offers: the receiver's buffers, the sender's held offers
+
+using rpcjob::runtime::cuda_lane::HeldOffers;
+using rpcjob::runtime::cuda_lane::LandingSize;
+using rpcjob::runtime::cuda_lane::OfferedBuffers;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+TEST(OfferedBuffers, WantsOneOfferPerLargeTensorNotYetOut) {
+  OfferedBuffers<int> held(10 * kMiB);
+  const std::vector<LandingSize> frame = {{1, 2 * kMiB}, {0, 3 * kMiB}, {1, 2 * kMiB}};
+  EXPECT_EQ(held.wanted(frame), frame);  // a size listed twice: two
+  const uint64_t a = held.add({1, 2 * kMiB}, 10);
+  EXPECT_EQ(held.wanted(frame), (std::vector<LandingSize>{{0, 3 * kMiB}, {1, 2 * kMiB}}));
+  held.add({1, 2 * kMiB}, 11);
+  held.add({0, 3 * kMiB}, 12);
+  EXPECT_TRUE(held.wanted(frame).empty());
+  EXPECT_EQ(held.size(), 3u);
+  EXPECT_EQ(held.bytes(), 7 * kMiB);
+  std::string why;
+  EXPECT_EQ(held.take(a, {1, 2 * kMiB}, why), 10);
+  EXPECT_EQ(held.wanted(frame), (std::vector<LandingSize>{{1, 2 * kMiB}}));
+}
+
+TEST(OfferedBuffers, StaysWithinTheBudget) {
+  OfferedBuffers<int> held(5 * kMiB);
+  EXPECT_EQ(held.wanted({{0, 2 * kMiB}, {0, 2 * kMiB}, {0, 2 * kMiB}}),
+            (std::vector<LandingSize>{{0, 2 * kMiB}, {0, 2 * kMiB}}));
+  EXPECT_EQ(held.wanted({{0, 6 * kMiB}, {1, 5 * kMiB}}), (std::vector<LandingSize>{{1, 5 * kMiB}}));
+  held.add({0, 4 * kMiB}, 1);
+  EXPECT_EQ(held.wanted({{1, 2 * kMiB}, {1, kMiB}}), (std::vector<LandingSize>{{1, kMiB}}));
+  EXPECT_TRUE(OfferedBuffers<int>(0).wanted({{0, kMiB}}).empty());  // budget 0: no offers
+  EXPECT_TRUE(held.wanted({{0, 0}}).empty());
+}
+
+TEST(OfferedBuffers, TakesEachOfferOnceAtItsOwnSize) {
+  OfferedBuffers<int> held(100 * kMiB);
+  const uint64_t a = held.add({0, kMiB}, 1);
+  const uint64_t b = held.add({1, kMiB}, 2);
+  EXPECT_EQ(a, 1u);
+  EXPECT_EQ(b, 2u);
+  std::string why;
+  EXPECT_FALSE(held.take(b, {0, kMiB}, why));  // another device
+  EXPECT_EQ(why,
+            "a tensor of 1048576 bytes for cuda:0 pushed into landing offer 2 of 1048576 "
+            "bytes on cuda:1");
+  why.clear();
+  EXPECT_FALSE(held.take(b, {1, kMiB + 1}, why));  // another length
+  EXPECT_TRUE(contains(why, "1048577 bytes")) << why;
+  EXPECT_EQ(held.size(), 2u);  // a refused take leaves the offer held
+  EXPECT_EQ(held.take(b, {1, kMiB}, why), 2);
+  why.clear();
+  EXPECT_FALSE(held.take(b, {1, kMiB}, why));  // once
+  EXPECT_EQ(why, "a tensor pushed into landing offer 2, not one held");
+  EXPECT_FALSE(held.take(77, {1, kMiB}, why));  // never made
+  EXPECT_EQ(held.add({0, kMiB}, 3), 3u);        // ids never reused
+}
+
+TEST(OfferedBuffers, GivesBackAndClosesWithTheirBytes) {
+  OfferedBuffers<std::unique_ptr<int>> held(100 * kMiB);
+  const uint64_t a = held.add({0, kMiB}, std::make_unique<int>(1));
+  held.add({0, 2 * kMiB}, std::make_unique<int>(2));
+  auto back = held.giveBack(a);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(**back, 1);
+  EXPECT_FALSE(held.giveBack(a));
+  EXPECT_EQ(held.bytes(), 2 * kMiB);
+  std::vector<std::unique_ptr<int>> rest = held.close();
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(*rest[0], 2);
+  EXPECT_EQ(held.size(), 0u);
+  EXPECT_EQ(held.bytes(), 0u);
+}
+
+TEST(HeldOffers, TakesTheOldestOfExactlyTheSize) {
+  HeldOffers<int> held;
+  held.add(1, {0, kMiB});
+  held.add(2, {1, kMiB});
+  held.add(3, {0, kMiB});
+  EXPECT_FALSE(held.take({0, 2 * kMiB}));
+  EXPECT_FALSE(held.take({2, kMiB}));
+  EXPECT_EQ(held.take({0, kMiB}), 1);
+  EXPECT_EQ(held.take({0, kMiB}), 3);
+  EXPECT_FALSE(held.take({0, kMiB}));
+  EXPECT_EQ(held.take({1, kMiB}), 2);
+  EXPECT_EQ(held.size(), 0u);
+}
+
+TEST(HeldOffers, GivesBackWhatWentUnusedForSoManyFrames) {
+  HeldOffers<int> held;
+  held.add(1, {0, kMiB});
+  for (uint64_t f = 1; f <= HeldOffers<int>::kUnusedFrames; ++f) {
+    EXPECT_TRUE(held.age().empty()) << "frame " << f;
+    if (f == 3) held.add(2, {0, 2 * kMiB});
+  }
+  EXPECT_EQ(held.age(), std::vector<int>{1});
+  for (int f = 0; f < 2; ++f) EXPECT_TRUE(held.age().empty());
+  EXPECT_EQ(held.age(), std::vector<int>{2});
+  EXPECT_EQ(held.size(), 0u);
+}
+
+TEST(HeldOffers, ConcurrentAddsTakesAndCloseLoseNothing) {
+  HeldOffers<int> held;
+  constexpr int kEach = 2000;
+  std::atomic<int> taken{0};
+  std::thread adder([&] {
+    for (int i = 1; i <= kEach; ++i) held.add(i, {i % 2, kMiB});
+  });
+  std::thread taker([&] {
+    for (int i = 0; i < 4 * kEach; ++i) {
+      if (held.take({i % 2, kMiB})) taken++;
+    }
+  });
+  adder.join();
+  taker.join();
+  EXPECT_EQ(taken.load() + static_cast<int>(held.close().size()), kEach);
+  EXPECT_EQ(held.size(), 0u);
 }
 
 // ---- handoffs
@@ -771,6 +1055,22 @@ TEST(LaneOfferDeviceTensors, TakesZeroOrOneAnywhereAndNothingElse) {
   // Another key that merely contains it is not it.
   ASSERT_EQ(decodeText(old + "x_device_tensors=7;", out), "");
   EXPECT_FALSE(out.deviceTensors);
+}
+
+TEST(LaneOfferLanding, RoundTripsAndOlderPeersSeeTheOldText) {
+  LaneOffer in = answer();
+  in.landing = true;
+  EXPECT_EQ(encodeOffer(in), encodeOffer(answer()) + "landing=1;");
+  LaneOffer out;
+  ASSERT_EQ(decodeText(encodeOffer(in), out), "");
+  EXPECT_TRUE(out.landing);
+  EXPECT_FALSE(out.deviceTensors);
+  ASSERT_EQ(decodeText(encodeOffer(answer()), out), "");
+  EXPECT_FALSE(out.landing);
+  const std::string old = encodeOffer(answer());
+  for (const char* bad : {"landing=2;", "landing=;", "landing=y;"}) {
+    EXPECT_EQ(decodeText(old + bad, out), "a malformed lane offer") << bad;
+  }
 }
 
 }  // namespace

@@ -412,7 +412,6 @@ TEST(HeaderCodecDeviceHandles, AHeaderWithoutThemSaysSo) {
 TEST(HeaderCodecDeviceHandles, LaneCopiedIsATypeAfterLaneStart) {
   static_assert(static_cast<uint8_t>(MessageType::kLaneCopied) ==
                 static_cast<uint8_t>(MessageType::kLaneStart) + 1);
-  static_assert(MessageType::kLast == MessageType::kLaneCopied);
   EXPECT_FALSE(expectsAnswer(MessageType::kLaneCopied));
   Header h;
   h.type = MessageType::kLaneCopied;
@@ -422,7 +421,20 @@ TEST(HeaderCodecDeviceHandles, LaneCopiedIsATypeAfterLaneStart) {
   ASSERT_EQ(decodeHeader(bytes.data(), bytes.size(), out), "");
   EXPECT_EQ(out.type, MessageType::kLaneCopied);
   EXPECT_EQ(out.id, 7u);
-  bytes[3] = static_cast<char>(static_cast<uint8_t>(MessageType::kLaneCopied) + 1);
+}
+
+TEST(HeaderCodecDeviceHandles, LaneOffersIsTheLastType) {
+  static_assert(static_cast<uint8_t>(MessageType::kLaneOffers) ==
+                static_cast<uint8_t>(MessageType::kLaneCopied) + 1);
+  static_assert(MessageType::kLast == MessageType::kLaneOffers);
+  EXPECT_FALSE(expectsAnswer(MessageType::kLaneOffers));
+  Header h;
+  h.type = MessageType::kLaneOffers;
+  std::string bytes = encodeHeader(h);
+  Header out;
+  ASSERT_EQ(decodeHeader(bytes.data(), bytes.size(), out), "");
+  EXPECT_EQ(out.type, MessageType::kLaneOffers);
+  bytes[3] = static_cast<char>(static_cast<uint8_t>(MessageType::kLaneOffers) + 1);
   EXPECT_NE(decodeHeader(bytes.data(), bytes.size(), out).find("unknown message type"),
             std::string::npos);
 }

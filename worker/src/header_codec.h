@@ -60,7 +60,13 @@ enum class MessageType : uint8_t {
   // the payload (cuda_lane/handles_wire.h: encodeLaneCopied) have occurred.
   // Unordered on the lane; ordered, as an answer, when its ring was full.
   kLaneCopied,
-  kLast = kLaneCopied,
+  // A lane frame only, server -> client, unordered, to a client whose lane
+  // offer said it takes them (LaneOffer::landing): buffers the server holds for
+  // the client's next CUDA tensors of a size, which the client then copies
+  // into itself (cuda_lane/handles_wire.h: encodeLandingOffers). Never on the
+  // pipe: offers that find the ring full are withdrawn, as if never made.
+  kLaneOffers,
+  kLast = kLaneOffers,
 };
 
 // The requests a server answers by id (kResponse or kError): their caller waits.

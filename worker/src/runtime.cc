@@ -840,6 +840,10 @@ void RuntimeImpl::onClientMessage(int rank, uint64_t generation, IncomingMessage
     onLaneCopied(rank, generation, msg);
     return;
   }
+  if (msg.header.type == wire::MessageType::kLaneOffers) {
+    onLaneOffers(rank, generation, msg);
+    return;
+  }
   if (msg.header.type != wire::MessageType::kHelloReply) {
     trace::point("call.response", msg.header.id);
     auto pending = takePending(msg.header.id);

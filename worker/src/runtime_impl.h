@@ -366,9 +366,19 @@ class RuntimeImpl {
     // Answers a frame that cannot be taken with why, as refuse() a pipe's.
     std::function<void(const wire::Header&, const std::string&)> refuse;
   };
-  // `server`'s; `takes`: its lane takes CUDA tensors, from `clientPid`'s memory.
+  // `server`'s; `takes`: its lane takes CUDA tensors, from `clientPid`'s memory;
+  // `landing`: the client takes landing offers (cuda_lane/README.md).
   DeviceFrames deviceFramesFor(const std::shared_ptr<ServerPipe>& server, bool takes,
-                               int64_t clientPid);
+                               int64_t clientPid, bool landing);
+#if RPCJOB_WITH_CUDA
+  // The server, on its poller after a frame with CUDA tensors: the receiver's
+  // landing offers for their sizes, unordered on the lane; withdrawn when the
+  // ring cannot take them.
+  void sendLandingOffers(const std::weak_ptr<WriteQueue>& writes, lane::Lane& lane,
+                         cuda_lane::Receiver& receiver);
+#endif
+  // The client: the server's landing offers (kLaneOffers).
+  void onLaneOffers(int rank, uint64_t generation, IncomingMessage& msg);
   void laneBroken(WriteQueue& writes, const std::string& why);
   // A request's or an answer's lane frame made without an OutgoingMessage
   // (encodeInline): the encoded header, then the order field and the payload,

@@ -151,8 +151,10 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
         wire::Header& h = msg->header;
         error = wire::decodeHeader(data, size, h);
         if (!error.empty()) return lane::Delivery::kFailed;
-        if (h.type == wire::MessageType::kLaneCopied && !h.hasOrder && !toServer) {
-          // Unordered (answerCopied): nothing was stamped behind it.
+        if ((h.type == wire::MessageType::kLaneCopied ||
+             h.type == wire::MessageType::kLaneOffers) &&
+            !h.hasOrder && !toServer) {
+          // Unordered (answerCopied, sendLandingOffers): nothing was stamped behind it.
           if (h.inlinePayload)
             msg->payload.assign(data + h.payloadOffset, data + h.payloadOffset + h.payloadLength);
           onMessage(*msg);
@@ -213,6 +215,12 @@ lane::Lane* RuntimeImpl::prepareLane(const std::shared_ptr<lane::Lane>& lane,
               return lane::Delivery::kFailed;
             }
           }
+#if RPCJOB_WITH_CUDA
+          // Before the dispatch, so that a caller waiting for the answer has
+          // the offers for its next request by then (a buffer held ahead
+          // makes this a few microseconds; the copies are enqueued already).
+          sendLandingOffers(weakWrites, *thisLane, *device.receiver);
+#endif
         }
         // Its arrival: the counter the poller read after the previous frame, if
         // it did (the frame was taken right after), else read when asked.
@@ -494,14 +502,37 @@ bool RuntimeImpl::answerCopied(WriteQueue& writes, lane::Lane& lane, uint64_t ha
   return false;
 }
 
+#if RPCJOB_WITH_CUDA
+void RuntimeImpl::sendLandingOffers(const std::weak_ptr<WriteQueue>& weakWrites, lane::Lane& lane,
+                                    cuda_lane::Receiver& receiver) {
+  std::vector<uint64_t> ids;
+  const std::string offers = receiver.offers(ids);
+  if (offers.empty()) return;
+  lane::RingProducer::Status sent = lane::RingProducer::Status::kClosed;
+  if (auto writes = weakWrites.lock()) {
+    wire::Header h;
+    h.type = wire::MessageType::kLaneOffers;
+    thread_local std::string frame;
+    wire::encodeHeaderInto(h, 4 + offers.size(), frame);
+    wire::appendInlinePayload(frame, offers.data(), offers.size());
+    std::string why;
+    std::lock_guard<std::mutex> lock(writes->mu);        // the lane's one producer
+    sent = lane.send(frame.data(), frame.size(), &why);  // unordered, as answerCopied's
+  }
+  // Offers are optional: ones the client never learns of go back at once.
+  if (sent != lane::RingProducer::Status::kOk) receiver.withdraw(ids);
+}
+#endif
+
 RuntimeImpl::DeviceFrames RuntimeImpl::deviceFramesFor(const std::shared_ptr<ServerPipe>& server,
                                                        [[maybe_unused]] bool takes,
-                                                       [[maybe_unused]] int64_t clientPid) {
+                                                       [[maybe_unused]] int64_t clientPid,
+                                                       [[maybe_unused]] bool landing) {
   DeviceFrames frames;
 #if RPCJOB_WITH_CUDA
   if (takes) {
     frames.receiver = std::make_shared<cuda_lane::Receiver>(
-        callerOf(server->callerRank).name, clientPid, options_.hooks.deviceTransfers);
+        callerOf(server->callerRank).name, clientPid, options_.hooks.deviceTransfers, landing);
     frames.answerOrdered = copiedAnswer(server);
   }
 #endif
@@ -535,6 +566,24 @@ void RuntimeImpl::onLaneCopied(int rank, uint64_t generation,
     sender = writes->deviceSender;
   }
   if (sender) why = sender->copied(msg.header.id, msg.payload.data(), msg.payload.size());
+  if (why.empty()) return;
+#endif
+  failPeer(rank, generation, "worker '" + workers_[rank].name + "' sent " + why);
+}
+
+void RuntimeImpl::onLaneOffers(int rank, uint64_t generation,
+                               [[maybe_unused]] IncomingMessage& msg) {
+  std::string why = "landing offers, but no CUDA tensors go to it on the lane";
+#if RPCJOB_WITH_CUDA
+  std::shared_ptr<tensorpipe::Pipe> pipe;
+  std::shared_ptr<WriteQueue> writes;
+  if (!currentClientPipe(rank, generation, pipe, writes)) return;
+  std::shared_ptr<cuda_lane::Sender> sender;
+  {
+    std::lock_guard<std::mutex> lock(writes->mu);
+    sender = writes->deviceSender;
+  }
+  if (sender) why = sender->offered(msg.payload.data(), msg.payload.size());
   if (why.empty()) return;
 #endif
   failPeer(rank, generation, "worker '" + workers_[rank].name + "' sent " + why);
@@ -584,6 +633,9 @@ void RuntimeImpl::offerLane(int rank, uint64_t generation, const wire::ChannelDe
     offer.bellToken = poller->bellToken();
   }
   std::shared_ptr<cuda_lane::Sender> sender = deviceSenderFor(rank, remote);
+#if RPCJOB_WITH_CUDA
+  offer.landing = sender != nullptr && cuda_lane::landingHere();
+#endif
   {
     std::lock_guard<std::mutex> lock(writes->mu);
     writes->offered = lane;
@@ -676,7 +728,7 @@ void RuntimeImpl::onLaneOffer(const std::shared_ptr<ServerPipe>& server, Incomin
             [weak = std::weak_ptr<ServerPipe>(server)](const std::string&) {
               if (auto server = weak.lock()) server->pipe->close();
             },
-            why, deviceFramesFor(server, deviceTensors, offer.pid)) != nullptr) {
+            why, deviceFramesFor(server, deviceTensors, offer.pid, offer.landing)) != nullptr) {
       poller = lanePoller(why);
     }
   }

@@ -218,13 +218,22 @@ void* receiveStream(const IncomingMessage& in, int device) {
   return c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device)).stream();
 }
 
+c10::DataPtr landingBuffer(int device, size_t bytes) {
+  if (c10::DataPtr held = receiveSpares().take(device, bytes)) return held;
+  auto index = static_cast<c10::DeviceIndex>(device);
+  c10::cuda::CUDAGuard guard(index);
+  c10::cuda::CUDAStreamGuard onStream(allocationStream(index));
+  return c10::cuda::CUDACachingAllocator::get()->allocate(bytes);
+}
+
 at::Tensor receiveBuffer(int device, size_t bytes, const std::vector<int64_t>& sizes,
-                         c10::ScalarType dtype, void* stream) {
+                         c10::ScalarType dtype, void* stream, c10::DataPtr landed) {
   auto index = static_cast<c10::DeviceIndex>(device);
   at::Tensor t;
   trace::point("read.allocating", bytes);
-  c10::DataPtr held =
-      bytes >= ReceiveSpares::kMinBytes ? receiveSpares().take(device, bytes) : c10::DataPtr();
+  c10::DataPtr held = landed                              ? std::move(landed)
+                      : bytes >= ReceiveSpares::kMinBytes ? receiveSpares().take(device, bytes)
+                                                          : c10::DataPtr();
   if (held) {
     t = tensorOnBuffer(std::move(held), bytes, sizes, dtype, c10::cuda::CUDACachingAllocator::get(),
                        c10::DispatchKey::CUDA);

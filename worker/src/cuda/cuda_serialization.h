@@ -38,11 +38,18 @@ std::string allocate(const void* descriptorTensor, const wire::TensorMeta& meta,
 // The stream a message's receives on `device` run on (a cudaStream_t): the one
 // its earlier tensors there took, else a pool stream.
 void* receiveStream(const IncomingMessage& in, int device);
-// A receive buffer of `bytes` on `device` for a tensor of `sizes`: one held
-// ahead for its size when there is one, else from the caching allocator (on
-// the allocation stream); recorded on `stream`, where the copy into it runs.
+// A receive buffer of `bytes` on `device` for a tensor of `sizes`: `landed`
+// when given (a landingBuffer a peer wrote), else one held ahead for its size
+// when there is one, else from the caching allocator (on the allocation
+// stream); recorded on `stream`, where the copy into it runs.
 at::Tensor receiveBuffer(int device, size_t bytes, const std::vector<int64_t>& sizes,
-                         c10::ScalarType dtype, void* stream);
+                         c10::ScalarType dtype, void* stream, c10::DataPtr landed = {});
+// A buffer of `bytes` on `device` for a peer to write into (a lane's landing
+// offer, cuda_lane/): one held ahead when there is one, else the caching
+// allocator's on the allocation stream. Nothing runs on that stream, so no
+// work of ours is pending on the block when the peer writes it. May throw
+// (out of memory).
+c10::DataPtr landingBuffer(int device, size_t bytes);
 // prepareRead, a tensor bound for host memory here: page-locked memory from
 // PyTorch's caching host allocator, when this process already uses a GPU (a CUDA
 // primary context exists: nothing initializes CUDA for a CPU-only worker) and the

@@ -16,8 +16,10 @@
 #include "cuda/cuda_serialization.h"
 #include "cuda/device_scope.h"
 #include "cuda/ipc_cache.h"
+#include "cuda/receive_spares.h"
 #include "handles_wire.h"
 #include "handoffs.h"
+#include "landing_offers.h"
 #include "serialization.h"
 #include "trace/trace.h"
 
@@ -30,6 +32,15 @@ std::atomic<uint64_t> framesLent{0};
 std::atomic<uint64_t> framesCopied{0};
 std::atomic<uint64_t> framesReceived{0};
 std::atomic<uint64_t> tensorsReceived{0};
+std::atomic<uint64_t> tensorsPushed{0};
+std::atomic<uint64_t> tensorsLanded{0};
+std::atomic<uint64_t> offersMade{0};
+std::atomic<uint64_t> offersReturned{0};
+
+// Tensors this large go by landing offers: below it the server's own copy
+// costs as little, and offers of every small size would hold memory for
+// nothing (the spares' floor, for the same reason).
+constexpr uint64_t kMinLandingBytes = cuda::ReceiveSpares::kMinBytes;
 
 // The bytes of one element of `dtype`, 0 for one that cannot travel (one that
 // prepareRead refuses: dtypeProblem).
@@ -63,8 +74,37 @@ bool enabledHere() {
   return enabled;
 }
 
+bool landingHere() {
+  static const bool landing = [] {
+    const char* env = std::getenv("RPCJOB_LANE_PUSH");
+    return enabledHere() && (env == nullptr || std::string(env) != "0");
+  }();
+  return landing;
+}
+
 Counters counters() {
-  return {framesLent.load(), framesCopied.load(), framesReceived.load(), tensorsReceived.load()};
+  return {framesLent.load(),    framesCopied.load(),  framesReceived.load(), tensorsReceived.load(),
+          tensorsPushed.load(), tensorsLanded.load(), offersMade.load(),     offersReturned.load()};
+}
+
+// A landing offer the sender holds. `after`: set when a push into it did not
+// go (unlend); the next push waits for that one, on the GPU, so that the two
+// cannot land out of order.
+struct HeldOffer {
+  wire::LandingOffer offer;
+  cudaEvent_t after = nullptr;
+  LandingSize size() const { return {offer.device, offer.length}; }
+};
+
+// Its event done with (the offer goes back or is dropped): waits for the
+// push it follows first, so that no write of ours lands after the server
+// has the buffer back.
+void settle(HeldOffer& o) {
+  if (o.after == nullptr) return;
+  cudaEventSynchronize(o.after);
+  cudaEventDestroy(o.after);
+  cudaGetLastError();
+  o.after = nullptr;
 }
 
 // A send stream's "ready" event, held until the server's answer.
@@ -78,7 +118,14 @@ struct ReadyEvent {
 struct Sender::Lent {
   std::shared_ptr<OutgoingMessage> message;
   std::vector<ReadyEvent> ready;
-  std::vector<uint64_t> observed;  // the observer's tokens, one per tensor
+  std::vector<uint64_t> observed;  // the observer's tokens, one per tensor pulled
+  struct Pushed {
+    HeldOffer offer;
+    int device;
+    cudaStream_t stream;
+  };
+  std::vector<Pushed> pushed;       // offers this frame's tensors were copied into
+  std::vector<HeldOffer> returned;  // offers it gives back
 };
 
 struct Sender::State {
@@ -87,6 +134,7 @@ struct Sender::State {
   std::shared_ptr<DeviceTransferObserver> observer;
   std::shared_ptr<cuda::IpcCache> ipc = cuda::sharedIpcCache();
   Handoffs<Lent> lent;
+  HeldOffers<HeldOffer> offers;
   // Messages whose copies may still run on the server (no "done" to wait for):
   // kept while this lives, not handed back to the allocator at once.
   std::mutex abandonedMu;
@@ -111,6 +159,74 @@ struct Sender::State {
         observer->finished(token, ended == Ended::kCopied);
       }
     }
+  }
+  // A frame that did not go: the offers it pushed into and those it gave
+  // back are held again, each pushed one after its copy.
+  void restore(Lent& l) {
+    for (Lent::Pushed& p : l.pushed) {
+      cuda::DeviceScope scope(p.device);
+      cudaEvent_t after = nullptr;
+      if (cudaEventCreateWithFlags(&after, cudaEventDisableTiming) != cudaSuccess ||
+          cudaEventRecord(after, p.stream) != cudaSuccess) {
+        cudaGetLastError();
+        if (after != nullptr) cudaEventDestroy(after);
+        after = nullptr;
+        cudaStreamSynchronize(p.stream);  // no event to wait on: the push is done after this
+      }
+      p.offer.after = after;
+      offers.add(p.offer, p.offer.size());
+    }
+    for (HeldOffer& o : l.returned) offers.add(o, o.size());
+    l.pushed.clear();
+    l.returned.clear();
+  }
+  // Copies `t` into the landing offer `o` on `stream` (the push): false with
+  // why when the offer cannot be opened or the copy not enqueued; the offer
+  // is then dropped (the server holds it until the lane ends).
+  bool push(HeldOffer& o, const at::Tensor& t, int device, cudaStream_t stream, int target,
+            std::string& why) {
+    cuda::PeerMemory peerMemory{o.offer.pid, o.offer.device, o.offer.base, o.offer.bufferId,
+                                fromWire<cudaIpcMemHandle_t>(o.offer.memory)};
+    bool sameGpu = false;
+    uint64_t mapped = 0;
+    void* base = ipc->openMemory(peerMemory, device, sameGpu, mapped, why);
+    if (base != nullptr && (o.offer.offset > mapped || o.offer.length > mapped - o.offer.offset)) {
+      why = "a landing offer of " + std::to_string(o.offer.length) + " bytes at offset " +
+            std::to_string(o.offer.offset) + " of an allocation of " + std::to_string(mapped);
+      base = nullptr;
+    }
+    if (base == nullptr) {
+      settle(o);
+      return false;
+    }
+    cuda::DeviceScope scope(device);
+    if (o.after != nullptr) {
+      cudaStreamWaitEvent(stream, o.after, 0);
+      cudaEventDestroy(o.after);
+      o.after = nullptr;
+    }
+    uint64_t token = 0;
+    if (observer) {
+      DeviceTransfer transfer;
+      transfer.send = true;
+      transfer.peer = peer;
+      transfer.localDevice = device;
+      transfer.remoteDevice = target;
+      transfer.bytes = t.nbytes();
+      transfer.ptr = t.data_ptr();
+      transfer.stream = stream;
+      token = observer->started(transfer);
+    }
+    const cudaError_t e = cudaMemcpyAsync(static_cast<char*>(base) + o.offer.offset, t.data_ptr(),
+                                          t.nbytes(), cudaMemcpyDeviceToDevice, stream);
+    trace::point("lane.pushed", t.nbytes());
+    if (observer) observer->finished(token, e == cudaSuccess);  // its end event follows the copy
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      why = cudaWhat("cudaMemcpyAsync into a landing offer", e);
+      return false;
+    }
+    return true;
   }
   // The "ready" event of `stream` in `l`, recorded there now if it is new.
   const ReadyEvent* readyOn(Lent& l, int device, cudaStream_t stream, std::string& why) {
@@ -169,21 +285,40 @@ bool Sender::lend(const std::shared_ptr<OutgoingMessage>& m, std::string& handle
   wire::LaneTensors section;
   section.tensors.reserve(m->tensors.size());
   Lent lent;
+  // What did not go stays as it was: offers held again, events back.
+  auto fail = [&] {
+    s.restore(lent);
+    s.release(lent, State::Ended::kUnsent);
+    return false;
+  };
+  lent.returned = s.offers.age();
+  for (HeldOffer& o : lent.returned) settle(o);
+  // First the pushes, so that each send stream's "ready" event, recorded
+  // below, follows them.
+  std::vector<uint64_t> offerOf(m->tensors.size(), 0);
+  for (size_t i = 0; i < m->tensors.size(); ++i) {
+    const at::Tensor& t = m->tensors[i];
+    if (t.nbytes() < kMinLandingBytes) continue;
+    std::optional<HeldOffer> o = s.offers.take({m->targets[i], t.nbytes()});
+    if (!o) continue;
+    const auto stream = static_cast<cudaStream_t>(m->streams[i]);
+    if (!s.push(*o, t, t.device().index(), stream, m->targets[i], why)) return fail();
+    offerOf[i] = o->offer.id;
+    lent.pushed.push_back({*o, t.device().index(), stream});
+  }
   const auto pid = static_cast<int32_t>(::getpid());
   for (size_t i = 0; i < m->tensors.size(); ++i) {
     const at::Tensor& t = m->tensors[i];
     const int device = t.device().index();
     wire::LaneTensor w;
     cuda::ExportedMemory exported;
-    const ReadyEvent* ready = nullptr;
-    if (s.ipc->exportMemory(t.data_ptr(), device, exported, why)) {
-      ready = s.readyOn(lent, device, static_cast<cudaStream_t>(m->streams[i]), why);
+    if (offerOf[i] == 0 && !s.ipc->exportMemory(t.data_ptr(), device, exported, why)) {
+      return fail();
     }
-    if (ready == nullptr) {
-      s.release(lent, State::Ended::kUnsent);
-      return false;
-    }
-    if (s.observer) {
+    const ReadyEvent* ready =
+        s.readyOn(lent, device, static_cast<cudaStream_t>(m->streams[i]), why);
+    if (ready == nullptr) return fail();
+    if (s.observer && offerOf[i] == 0) {
       DeviceTransfer transfer;
       transfer.send = true;
       transfer.peer = s.peer;
@@ -206,27 +341,44 @@ bool Sender::lend(const std::shared_ptr<OutgoingMessage>& m, std::string& handle
     w.length = t.nbytes();
     w.memory = toWire(exported.handle);
     w.ready = ready->handle;
+    w.offer = offerOf[i];
     section.tensors.push_back(std::move(w));
   }
+  for (const HeldOffer& o : lent.returned) section.returned.push_back(o.offer.id);
+  const size_t pushed = lent.pushed.size();
   lent.message = m;
   section.handoff = s.lent.add(lent);  // 0 leaves `lent` as it was
   if (section.handoff == 0) {
-    s.release(lent, State::Ended::kUnsent);
     why = "the lane has ended";
-    return false;
+    return fail();
   }
   handoff = section.handoff;
   handles = wire::encodeLaneTensors(section);
   framesLent.fetch_add(1, std::memory_order_relaxed);
+  tensorsPushed.fetch_add(pushed, std::memory_order_relaxed);
   trace::point("lane.lent", handoff);
   return true;
 }
 
 void Sender::unlend(uint64_t handoff) {
   if (auto l = state_->lent.take(handoff)) {
+    tensorsPushed.fetch_sub(l->pushed.size(), std::memory_order_relaxed);
+    state_->restore(*l);
     state_->release(*l, State::Ended::kUnsent);
     framesLent.fetch_sub(1, std::memory_order_relaxed);
   }
+}
+
+std::string Sender::offered(const char* data, size_t size) {
+  std::vector<wire::LandingOffer> offers;
+  const std::string why = wire::decodeLandingOffers(data, size, offers);
+  if (!why.empty()) return "malformed landing offers: " + why;
+  trace::point("lane.offered", offers.size());
+  for (wire::LandingOffer& o : offers) {
+    HeldOffer held{o};
+    state_->offers.add(held, held.size());
+  }
+  return {};
 }
 
 std::string Sender::copied(uint64_t handoff, const char* data, size_t size) {
@@ -271,13 +423,25 @@ void Sender::end() {
     state_->release(l, State::Ended::kAbandoned);
     state_->keep(std::move(l.message));
   }
+  for (HeldOffer& o : state_->offers.close()) settle(o);
 }
 
-Receiver::Receiver(std::string peer, int64_t pid, std::shared_ptr<DeviceTransferObserver> observer)
+struct Receiver::Offers {
+  explicit Offers(uint64_t budget) : held(budget) {}
+  OfferedBuffers<c10::DataPtr> held;
+  std::vector<LandingSize> lastFrame;  // its large tensors, for offers()
+};
+
+Receiver::Receiver(std::string peer, int64_t pid, std::shared_ptr<DeviceTransferObserver> observer,
+                   bool landing)
     : ipc_(cuda::sharedIpcCache()),
       peer_(std::move(peer)),
       pid_(pid),
-      observer_(std::move(observer)) {}
+      observer_(std::move(observer)) {
+  if (landing && landingHere()) {
+    offers_ = std::make_unique<Offers>(cuda::receiveSpares().budget());
+  }
+}
 Receiver::~Receiver() = default;
 
 std::string Receiver::receive(const char* data, size_t size, IncomingMessage& in, uint64_t& handoff,
@@ -286,6 +450,20 @@ std::string Receiver::receive(const char* data, size_t size, IncomingMessage& in
   wire::LaneTensors section;
   std::string why = wire::decodeLaneTensors(data, size, section, elementSizeOf);
   if (!why.empty()) return "malformed device handles: " + why;
+  if (offers_ == nullptr) {
+    for (const wire::LaneTensor& w : section.tensors) {
+      if (w.offer != 0) return "a tensor pushed into a landing offer, but none were made";
+    }
+    if (!section.returned.empty()) return "landing offers given back, but none were made";
+  } else {
+    for (uint64_t id : section.returned) {
+      if (!offers_->held.giveBack(id)) {
+        return "landing offer " + std::to_string(id) + " given back, but not one held";
+      }
+    }
+    offersReturned.fetch_add(section.returned.size(), std::memory_order_relaxed);
+    offers_->lastFrame.clear();
+  }
   const int count = ipc_->deviceCount();
   // The streams the copies ran on, each with its device, for the "done" events.
   std::vector<std::pair<int, cudaStream_t>> streams;
@@ -302,12 +480,22 @@ std::string Receiver::receive(const char* data, size_t size, IncomingMessage& in
       return "a tensor bound for cuda:" + std::to_string(device) + ", but this worker has " +
              std::to_string(count) + " CUDA device(s)";
     }
+    c10::DataPtr landed;
+    if (w.offer != 0) {
+      std::optional<c10::DataPtr> b = offers_->held.take(w.offer, {device, w.length}, why);
+      if (!b) return why;
+      landed = std::move(*b);
+    }
+    if (offers_ != nullptr && w.length >= kMinLandingBytes) {
+      offers_->lastFrame.emplace_back(device, w.length);
+    }
     void* stream = nullptr;
     at::Tensor t;
     try {
       stream = cuda::receiveStream(in, device);
       t = cuda::receiveBuffer(device, w.length, w.meta.sizes,
-                              static_cast<c10::ScalarType>(w.meta.dtype), stream);
+                              static_cast<c10::ScalarType>(w.meta.dtype), stream,
+                              std::move(landed));
     } catch (const std::exception& e) {  // out of memory, most likely
       return "cannot allocate " + std::to_string(w.length) +
              " bytes on cuda:" + std::to_string(device) + ": " + e.what();
@@ -316,18 +504,20 @@ std::string Receiver::receive(const char* data, size_t size, IncomingMessage& in
     in.tensors.push_back(t);
     in.streams.push_back(stream);
     in.moveTo.push_back(-1);
-    bool sameGpu = false;
-    uint64_t mapped = 0;
-    cuda::PeerMemory peer{w.pid, w.device, w.base, w.bufferId,
-                          fromWire<cudaIpcMemHandle_t>(w.memory)};
-    void* base = ipc_->openMemory(peer, device, sameGpu, mapped, why);
-    if (base != nullptr && (w.offset > mapped || w.length > mapped - w.offset)) {
-      return "a copy of " + std::to_string(w.length) + " bytes at offset " +
-             std::to_string(w.offset) + " of a peer's allocation of " + std::to_string(mapped);
+    void* base = nullptr;
+    if (w.offer == 0) {
+      bool sameGpu = false;
+      uint64_t mapped = 0;
+      cuda::PeerMemory peer{w.pid, w.device, w.base, w.bufferId,
+                            fromWire<cudaIpcMemHandle_t>(w.memory)};
+      base = ipc_->openMemory(peer, device, sameGpu, mapped, why);
+      if (base == nullptr) return why;
+      if (w.offset > mapped || w.length > mapped - w.offset) {
+        return "a copy of " + std::to_string(w.length) + " bytes at offset " +
+               std::to_string(w.offset) + " of a peer's allocation of " + std::to_string(mapped);
+      }
     }
-    cudaEvent_t ready = base != nullptr
-                            ? ipc_->openEvent(fromWire<cudaIpcEventHandle_t>(w.ready), device, why)
-                            : nullptr;
+    cudaEvent_t ready = ipc_->openEvent(fromWire<cudaIpcEventHandle_t>(w.ready), device, why);
     if (ready == nullptr) return why;
     onDevice.to(device);
     uint64_t token = 0;
@@ -346,6 +536,11 @@ std::string Receiver::receive(const char* data, size_t size, IncomingMessage& in
     // GPU holds for it too, only slower.
     cudaStreamWaitEvent(s, ready, 0);
     trace::point("lane.waits", w.length);
+    if (base == nullptr) {  // pushed: the data is here once "ready" occurred
+      if (observer_) observer_->finished(token, true);
+      tensorsLanded.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
     const cudaError_t e = cudaMemcpyAsync(t.data_ptr(), static_cast<const char*>(base) + w.offset,
                                           w.length, cudaMemcpyDeviceToDevice, s);
     trace::point("lane.enqueued", w.length);
@@ -370,6 +565,46 @@ std::string Receiver::receive(const char* data, size_t size, IncomingMessage& in
   framesReceived.fetch_add(1, std::memory_order_relaxed);
   tensorsReceived.fetch_add(section.tensors.size(), std::memory_order_relaxed);
   return {};
+}
+
+std::string Receiver::offers(std::vector<uint64_t>& ids) {
+  if (offers_ == nullptr || offers_->lastFrame.empty()) return {};
+  const std::vector<LandingSize> wanted = offers_->held.wanted(offers_->lastFrame);
+  offers_->lastFrame.clear();
+  std::vector<wire::LandingOffer> made;
+  for (const LandingSize& size : wanted) {
+    c10::DataPtr buffer;
+    cuda::ExportedMemory exported;
+    std::string why;
+    try {
+      buffer = cuda::landingBuffer(size.first, size.second);
+    } catch (const std::exception&) {
+      break;  // out of memory: pulled, as without offers
+    }
+    if (!ipc_->exportMemory(buffer.get(), size.first, exported, why)) break;
+    wire::LandingOffer o;
+    o.device = size.first;
+    o.pid = static_cast<int32_t>(::getpid());
+    o.base = exported.base;
+    o.bufferId = exported.bufferId;
+    o.offset = exported.offset;
+    o.length = size.second;
+    o.memory = toWire(exported.handle);
+    o.id = offers_->held.add(size, std::move(buffer));
+    ids.push_back(o.id);
+    made.push_back(o);
+  }
+  if (made.empty()) return {};
+  trace::point("lane.offers", made.size());
+  offersMade.fetch_add(made.size(), std::memory_order_relaxed);
+  return wire::encodeLandingOffers(made);
+}
+
+void Receiver::withdraw(const std::vector<uint64_t>& ids) {
+  if (offers_ == nullptr) return;
+  size_t n = 0;
+  for (uint64_t id : ids) n += offers_->held.giveBack(id) ? 1 : 0;
+  offersMade.fetch_sub(n, std::memory_order_relaxed);
 }
 
 }  // namespace rpcjob::runtime::cuda_lane

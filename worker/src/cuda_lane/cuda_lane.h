@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lane_pairs.h"
 #include "rpcjob/runtime/device_transfers.h"
@@ -25,6 +26,11 @@ namespace rpcjob::runtime::cuda_lane {
 // Whether this process takes CUDA tensors over lanes: it sees a CUDA device,
 // and RPCJOB_LANE_CUDA is not "0" (which keeps them on TensorPipe, to compare).
 bool enabledHere();
+// Whether large tensors go by landing offers (README.md): enabledHere(), and
+// RPCJOB_LANE_PUSH is not "0" (which keeps every copy the server's, to
+// compare). A client asks for offers in its lane offer; a server makes them
+// to a client that asked.
+bool landingHere();
 
 // The client's side of one lane: lends the server its requests' CUDA tensors.
 // Thread-safe; lend() and unlend() under the lane's write lock, copied() on
@@ -40,14 +46,21 @@ class Sender {
   // Whether `m` may go as handles: it has tensors, and every one is a CUDA
   // tensor on its send stream bound for a device of an allowed pair.
   bool carries(const OutgoingMessage& m) const;
-  // Exports the memory of m's tensors and records a "ready" event on each of
-  // its send streams; `handles`: the bytes for appendDeviceHandles. `m` stays
-  // lent (its memory is the server's to read) until copied() names `handoff`,
-  // or end(). False with `why`: nothing lent, the pipe takes it.
+  // Copies each of m's tensors that has a landing offer of its size into it
+  // (on its send stream), exports the memory of the others, and records a
+  // "ready" event on each send stream after that; `handles`: the bytes for
+  // appendDeviceHandles. `m` stays lent (its memory is the server's to read)
+  // until copied() names `handoff`, or end(). False with `why`: nothing lent,
+  // the pipe takes it.
   bool lend(const std::shared_ptr<OutgoingMessage>& m, std::string& handles, uint64_t& handoff,
             std::string& why);
-  // The frame did not go after all (a full ring): its events back, `m` let go.
+  // The frame did not go after all (a full ring): its events back, `m` let go,
+  // the offers it used held again (after the copies into them: a later push
+  // on another stream must not be overwritten by this one).
   void unlend(uint64_t handoff);
+  // kLaneOffers: the server's landing offers, held for the next tensors of
+  // their sizes. "" or why (a malformed message): the lane fails.
+  std::string offered(const char* data, size_t size);
   // kLaneCopied: each send stream waits (on the GPU) for the server's "done"
   // events, so the memory is reused only after its copies; then `m` goes.
   // "" or why (a handoff never lent, a malformed answer): the lane fails.
@@ -67,25 +80,39 @@ class Sender {
 // (`data`): allocates each tensor on its device here (a buffer held ahead
 // when there is one), enqueues its copy after the sender's "ready" event, and
 // fills `in` as a pipe's read would (tensors, their streams: decodeValue
-// records the events). `handoff` and `copied`: the kLaneCopied answer, to send
-// at once. "" or why (the lane fails with it). On the poller's thread.
+// records the events); a tensor the sender pushed into a landing offer takes
+// that buffer, its stream waiting on "ready". `handoff` and `copied`: the
+// kLaneCopied answer, to send at once. "" or why (the lane fails with it).
+// On the poller's thread, as offers() and withdraw().
 class Receiver {
  public:
   // `peer`: the client's name, `pid` its process (the lane's offer said so:
   // a frame naming another process's memory is refused); `observer` (may be
-  // null) counts each tensor.
-  Receiver(std::string peer, int64_t pid, std::shared_ptr<DeviceTransferObserver> observer);
+  // null) counts each tensor; `landing`: the client takes landing offers.
+  Receiver(std::string peer, int64_t pid, std::shared_ptr<DeviceTransferObserver> observer,
+           bool landing);
+  // What is still offered goes back to the allocator: the client's lane has
+  // ended by then, and it pushes only into offers of a live lane.
   ~Receiver();
   Receiver(const Receiver&) = delete;
   Receiver& operator=(const Receiver&) = delete;
   std::string receive(const char* data, size_t size, IncomingMessage& in, uint64_t& handoff,
                       std::string& copied);
+  // After the last frame received is dispatched: a kLaneOffers payload with
+  // the offers for its large tensors' sizes that the client does not hold
+  // yet, within the spares' budget (RPCJOB_RECEIVE_SPARE_BYTES); "" when none.
+  // `ids`: theirs, for withdraw().
+  std::string offers(std::vector<uint64_t>& ids);
+  // Offers that were never sent (a full ring): their buffers back.
+  void withdraw(const std::vector<uint64_t>& ids);
 
  private:
+  struct Offers;
   std::shared_ptr<cuda::IpcCache> ipc_;
   std::string peer_;
   int64_t pid_;
   std::shared_ptr<DeviceTransferObserver> observer_;
+  std::unique_ptr<Offers> offers_;  // null: the client takes none
 };
 
 // Process-wide, since start: what tests and benchmarks read.
@@ -94,6 +121,10 @@ struct Counters {
   uint64_t framesCopied = 0;    // of those, answered by the server's kLaneCopied
   uint64_t framesReceived = 0;  // such frames received and copied
   uint64_t tensorsReceived = 0;
+  uint64_t tensorsPushed = 0;   // sent: copied into a landing offer here
+  uint64_t tensorsLanded = 0;   // received: taken from a landing offer
+  uint64_t offersMade = 0;      // landing offers sent
+  uint64_t offersReturned = 0;  // of those, given back unused
 };
 Counters counters();
 

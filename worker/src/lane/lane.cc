@@ -148,7 +148,8 @@ std::string encodeOffer(const LaneOffer& o) {
          field("token", o.token) + field("capacity", o.capacity) +
          field("bell_fd", static_cast<uint64_t>(o.bellFd + 1)) + field("bell_token", o.bellToken) +
          // Only when set: a peer that predates it sees the same text as before.
-         (o.deviceTensors ? field("device_tensors", 1) : std::string());
+         (o.deviceTensors ? field("device_tensors", 1) : std::string()) +
+         (o.landing ? field("landing", 1) : std::string());
 }
 
 std::string decodeOffer(const char* data, size_t size, LaneOffer& out) {
@@ -165,6 +166,10 @@ std::string decodeOffer(const char* data, size_t size, LaneOffer& out) {
       (!readField(text, "device_tensors", deviceTensors) || deviceTensors > 1)) {
     return "a malformed lane offer";
   }
+  uint64_t landing = 0;  // optional, as device_tensors
+  if (fieldValue(text, "landing") && (!readField(text, "landing", landing) || landing > 1)) {
+    return "a malformed lane offer";
+  }
   if (pid == 0 || pid > INT32_MAX || fd > INT32_MAX || bellFd == 0 || bellFd > INT32_MAX) {
     return "a lane offer with an impossible pid or descriptor";
   }
@@ -178,6 +183,7 @@ std::string decodeOffer(const char* data, size_t size, LaneOffer& out) {
   out.bellFd = static_cast<int64_t>(bellFd) - 1;
   out.bellToken = bellToken;
   out.deviceTensors = deviceTensors == 1;
+  out.landing = landing == 1;
   return "";
 }
 

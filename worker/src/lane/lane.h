@@ -61,6 +61,9 @@ struct LaneOffer {
   // The server takes CUDA tensors as IPC handles in request frames
   // (cuda_lane/); only in an answer.
   bool deviceTensors = false;
+  // The client copies its CUDA tensors into buffers the server offers
+  // (kLaneOffers, cuda_lane/); only in an offer.
+  bool landing = false;
 };
 std::string encodeOffer(const LaneOffer& offer);
 // "" or why the bytes are no offer. Pure.
