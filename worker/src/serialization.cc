@@ -186,7 +186,10 @@ constexpr size_t kLargeReceive = size_t{4} << 20;
 }  // namespace
 
 void IncomingMessage::clear() {
-  header = wire::Header();
+  // Copied from an empty one, not moved from a fresh one: no temporary made
+  // and destroyed per message, and the strings keep their buffers.
+  static const wire::Header kEmpty;
+  header = kEmpty;
   // A large payload's buffer is let go: kept, one per pipe, it would hold that
   // memory for as long as the pipe lives.
   constexpr size_t kKeptPayload = 64 * 1024;
@@ -418,12 +421,18 @@ c10::IValue decodeValue(IncomingMessage& in) {
     // large one would keep its memory.
     thread_local wire::FastValue v;
     constexpr size_t kKeptItems = 256;
-    std::string bad =
+    const auto keepSmall = [] {
+      if (v.items.capacity() > kKeptItems) std::vector<wire::FastValue>().swap(v.items);
+    };
+    const std::string bad =
         wire::decodeFastValue(in.payload.data(), in.payload.size(), in.tensors.size(), v);
-    c10::IValue value;
-    if (bad.empty()) value = fastDecode(v, in.payload.data(), in.tensors);
-    if (v.items.capacity() > kKeptItems) std::vector<wire::FastValue>().swap(v.items);
-    if (!bad.empty()) throw badMessage("cannot deserialize the value: " + bad);
+    if (!bad.empty()) {
+      keepSmall();
+      throw badMessage("cannot deserialize the value: " + bad);
+    }
+    // Made where it is returned: no IValue moved and destroyed in between.
+    c10::IValue value = fastDecode(v, in.payload.data(), in.tensors);
+    keepSmall();
     return value;
   }
   try {

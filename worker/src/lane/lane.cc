@@ -387,10 +387,11 @@ int Lane::poll(int max) {
   int delivered = 0;
   tCheckFresh = false;  // read before this turn: not this turn's
   tTurn = holdTurns() ? this : nullptr;
+  // Empty while frames are delivered: whatever fills it ends the turn.
+  std::string error;
   while (delivered < max && !closed()) {
     const char* data;
     size_t size;
-    std::string error;
     const RingConsumer::Status s = in_.peek(&data, &size, &error);
     if (s == RingConsumer::Status::kEmpty) break;
     if (s == RingConsumer::Status::kBroken) {
