@@ -870,12 +870,19 @@ class FakeServer {
   }
   // The copy answer as the server's answerCopied sends it: a frame without order.
   runtime::lane::RingProducer::Status sendCopiedOnLane() {
-    const std::string copied = copyAnswer();
-    std::string frame = wire::encodeHeader(copyAnswerHeader());
-    wire::appendInlinePayload(frame, copied.data(), copied.size());
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!lane_.lane) return runtime::lane::RingProducer::Status::kClosed;
-    return lane_.lane->send(frame.data(), frame.size(), nullptr);
+    return sendOnLane(copyAnswerHeader(), copyAnswer());
+  }
+  // Landing offers as the server's sendLandingOffers sends them: a frame
+  // without order, one buffer of 4 MiB on cuda:1.
+  runtime::lane::RingProducer::Status sendOffersOnLane() {
+    wire::Header h;
+    h.type = wire::MessageType::kLaneOffers;
+    wire::LandingOffer offer;
+    offer.id = 1;
+    offer.device = 1;
+    offer.pid = ::getpid();
+    offer.length = 4 << 20;
+    return sendOnLane(h, wire::encodeLandingOffers({offer}));
   }
 
  private:
@@ -890,6 +897,14 @@ class FakeServer {
     wire::LaneCopied copied;
     copied.done.push_back({});
     return wire::encodeLaneCopied(copied);
+  }
+  runtime::lane::RingProducer::Status sendOnLane(const wire::Header& h,
+                                                 const std::string& payload) {
+    std::string frame = wire::encodeHeader(h);
+    wire::appendInlinePayload(frame, payload.data(), payload.size());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!lane_.lane) return runtime::lane::RingProducer::Status::kClosed;
+    return lane_.lane->send(frame.data(), frame.size(), nullptr);
   }
 
   void accept() {
@@ -1025,13 +1040,20 @@ constexpr const char* kCopyAnswerFailure =
     "connection to worker 'w1' failed: worker 'w1' sent a copy answer, but no CUDA tensors were "
     "lent to it";
 
-::testing::AssertionResult failedWithCopyAnswer(runtime::Future& call) {
+constexpr const char* kOffersFailure =
+    "connection to worker 'w1' failed: worker 'w1' sent landing offers, but no CUDA tensors go to "
+    "it on the lane";
+
+::testing::AssertionResult failedWith(runtime::Future& call, const char* reason) {
   if (!call.waitFor(kBound)) return ::testing::AssertionFailure() << "still waiting";
   if (!call.hasError()) return ::testing::AssertionFailure() << "it succeeded";
-  if (call.errorMessage().find(kCopyAnswerFailure) == std::string::npos) {
+  if (call.errorMessage().find(reason) == std::string::npos) {
     return ::testing::AssertionFailure() << call.errorMessage();
   }
   return ::testing::AssertionSuccess();
+}
+::testing::AssertionResult failedWithCopyAnswer(runtime::Future& call) {
+  return failedWith(call, kCopyAnswerFailure);
 }
 
 // The next call to w1 dials it again and gets its answer.
@@ -1076,6 +1098,24 @@ TEST(HostileServerTest, ACopyAnswerOnTheLaneFailsItsCallsWithTheReasonAndTheNext
   const auto start = Clock::now();
   ASSERT_EQ(job.w1.sendCopiedOnLane(), runtime::lane::RingProducer::Status::kOk);
   EXPECT_TRUE(failedWithCopyAnswer(held));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE(nextCallWorks(job));
+  EXPECT_EQ(job.w1.pipesAccepted(), 2);
+  job.driver.shutdown(runtime::ShutdownMode::kImmediate);
+}
+
+// Landing offers (wire::kLaneOffers) on the lane to a client that lends w1 no
+// CUDA tensors there (a CPU-only client, whose lane offer never asks for
+// them): the lane's poller fails the pipe and the call that waits on the
+// lane with the reason, and the next call connects again.
+TEST(HostileServerTest, LandingOffersToAClientThatTakesNoneFailItsCallsWithTheReason) {
+  FakeServerJob job(/*takesLanes=*/true);
+  ASSERT_TRUE(job.w1.waitLaneStarted()) << "the runtime took no lane to the fake w1";
+  auto held = job.driver.rpcAsync("w1", "hold", {int64_t{1}});
+  EXPECT_TRUE(job.w1.laneHasRequests()) << "the call did not take the lane";
+  const auto start = Clock::now();
+  ASSERT_EQ(job.w1.sendOffersOnLane(), runtime::lane::RingProducer::Status::kOk);
+  EXPECT_TRUE(failedWith(held, kOffersFailure));
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
   EXPECT_TRUE(nextCallWorks(job));
   EXPECT_EQ(job.w1.pipesAccepted(), 2);
