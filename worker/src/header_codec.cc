@@ -110,8 +110,8 @@ std::string decodeHeader(const char* data, size_t size, Header& out) {
   uint8_t flags = r.u8();
   out.id = r.fixed<uint64_t>();
   out.timeoutMs = r.fixed<uint32_t>();
-  out.function = r.str16(kMaxFunctionName, "function name");
-  out.error = r.str32(kMaxErrorLength, "error message");
+  r.str16Into(out.function, kMaxFunctionName, "function name");
+  r.str32Into(out.error, kMaxErrorLength, "error message");
   out.hasRRef = (flags & kHasRRef) != 0;
   if (out.hasRRef) {
     out.rref = readId(r);

@@ -76,6 +76,24 @@ class Reader {
   }
   std::string str16(size_t max, const char* what) { return str(fixed<uint16_t>(), max, what); }
   std::string str32(size_t max, const char* what) { return str(fixed<uint32_t>(), max, what); }
+  // The same into `out`, whose buffer is reused: a header's strings, once per
+  // message, were a temporary built and moved from each (empty: cleared).
+  void str16Into(std::string& out, size_t max, const char* what) {
+    strInto(out, fixed<uint16_t>(), max, what);
+  }
+  void str32Into(std::string& out, size_t max, const char* what) {
+    strInto(out, fixed<uint32_t>(), max, what);
+  }
+  void strInto(std::string& out, size_t length, size_t max, const char* what) {
+    if (length > max) {
+      out.clear();
+      fail(std::string(what) + " too long");
+    } else if (take(length)) {
+      out.assign(data_ + pos_ - length, length);
+    } else {
+      out.clear();
+    }
+  }
   void fail(std::string why) {
     if (error_.empty()) error_ = std::move(why);
   }
