@@ -583,13 +583,21 @@ TEST(Lane, LargeTensorsArePushedIntoLandingOffers) {
       EXPECT_EQ(pushed() - was, 1u);
     }
   }
-  // Sizes that change every call: pulled where no offer fits, exact throughout;
-  // the offers of sizes that stopped coming go back (not counted here: the
-  // server's), and the lane keeps working.
+  // Sizes that change every call: pulled where no offer fits, exact
+  // throughout. Then one size only: the offers of the sizes that stopped
+  // coming (four of the five, and the two of 12 MiB above) go back unused
+  // after HeldOffers::kUnusedFrames frames, and the lane keeps working.
+  const uint64_t givenBack = runtime::cuda_lane::counters().offersGivenBack;
   for (int round = 0; round < 24; ++round) {
     at::Tensor x = onDevice((1 << 20) + (round % 5) * 4096, 0, 50 + round);
     EXPECT_TRUE(sameValues(rt.rpcSync("w1", "add_one", {x}).toTensor(), x + 1)) << round;
   }
+  for (int round = 0; round < 12; ++round) {
+    at::Tensor x = onDevice(1 << 20, 0, 80 + round);
+    EXPECT_TRUE(sameValues(rt.rpcSync("w1", "add_one", {x}).toTensor(), x + 1)) << round;
+  }
+  EXPECT_GE(runtime::cuda_lane::counters().offersGivenBack - givenBack, 6u)
+      << "offers of sizes that stopped coming were kept";
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (runtime::cuda_lane::counters().framesCopied != runtime::cuda_lane::counters().framesLent &&
          std::chrono::steady_clock::now() < until) {

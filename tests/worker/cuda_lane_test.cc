@@ -633,6 +633,8 @@ TEST(OfferedBuffers, GivesBackAndClosesWithTheirBytes) {
   EXPECT_EQ(held.bytes(), 0u);
 }
 
+constexpr size_t kAll = SIZE_MAX;
+
 TEST(HeldOffers, TakesTheOldestOfExactlyTheSize) {
   HeldOffers<int> held;
   held.add(1, {0, kMiB});
@@ -651,12 +653,32 @@ TEST(HeldOffers, GivesBackWhatWentUnusedForSoManyFrames) {
   HeldOffers<int> held;
   held.add(1, {0, kMiB});
   for (uint64_t f = 1; f <= HeldOffers<int>::kUnusedFrames; ++f) {
-    EXPECT_TRUE(held.age().empty()) << "frame " << f;
+    EXPECT_TRUE(held.age(kAll).empty()) << "frame " << f;
     if (f == 3) held.add(2, {0, 2 * kMiB});
   }
-  EXPECT_EQ(held.age(), std::vector<int>{1});
-  for (int f = 0; f < 2; ++f) EXPECT_TRUE(held.age().empty());
-  EXPECT_EQ(held.age(), std::vector<int>{2});
+  EXPECT_EQ(held.age(kAll), std::vector<int>{1});
+  for (int f = 0; f < 2; ++f) EXPECT_TRUE(held.age(kAll).empty());
+  EXPECT_EQ(held.age(kAll), std::vector<int>{2});
+  EXPECT_EQ(held.size(), 0u);
+}
+
+TEST(HeldOffers, GivesBackNoMoreThanOneFrameMayCarryTheRestNextTime) {
+  HeldOffers<int> held;
+  for (int i = 0; i < 5; ++i) held.add(i, {0, kMiB * (i + 1)});
+  for (uint64_t f = 0; f < HeldOffers<int>::kUnusedFrames; ++f) held.age(2);
+  EXPECT_EQ(held.age(2), (std::vector<int>{0, 1}));
+  EXPECT_EQ(held.age(2), (std::vector<int>{2, 3}));
+  EXPECT_EQ(held.age(2), (std::vector<int>{4}));
+  EXPECT_EQ(held.size(), 0u);
+}
+
+TEST(HeldOffers, AnOfferThatCannotBeUsedIsNeverTakenAndGoesBackNext) {
+  HeldOffers<int> held;
+  held.giveBackUnused(7, {0, kMiB});
+  held.add(8, {0, kMiB});
+  EXPECT_EQ(held.take({0, kMiB}), 8);  // not 7, though older
+  EXPECT_FALSE(held.take({0, kMiB}));
+  EXPECT_EQ(held.age(kAll), std::vector<int>{7});
   EXPECT_EQ(held.size(), 0u);
 }
 

@@ -467,7 +467,8 @@ std::shared_ptr<cuda_lane::Sender> RuntimeImpl::deviceSenderFor(
   cuda_lane::LanePairs pairs = cuda_lane::LanePairs::from(choices, *local, *theirs);
   if (pairs.empty()) return nullptr;
   return std::make_shared<cuda_lane::Sender>(std::move(pairs), workers_[rank].name,
-                                             options_.hooks.deviceTransfers);
+                                             options_.hooks.deviceTransfers,
+                                             cuda_lane::landingHere());
 #else
   return nullptr;
 #endif
@@ -689,7 +690,12 @@ void RuntimeImpl::onLaneReply(int rank, uint64_t generation, IncomingMessage& ms
   lane::countLaneUp();
   {
     std::lock_guard<std::mutex> lock(writes->mu);
-    if (bell.deviceTensors) writes->deviceSender = std::move(writes->offeredSender);
+    if (bell.deviceTensors) {
+#if RPCJOB_WITH_CUDA
+      if (writes->offeredSender) writes->offeredSender->setServerPid(bell.pid);
+#endif
+      writes->deviceSender = std::move(writes->offeredSender);
+    }
     writes->offeredSender.reset();
   }
   wire::Header h;

@@ -3,9 +3,11 @@
 #include <c10/core/ScalarType.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -36,6 +38,7 @@ std::atomic<uint64_t> tensorsPushed{0};
 std::atomic<uint64_t> tensorsLanded{0};
 std::atomic<uint64_t> offersMade{0};
 std::atomic<uint64_t> offersReturned{0};
+std::atomic<uint64_t> offersGivenBack{0};
 
 // Tensors this large go by landing offers: below it the server's own copy
 // costs as little, and offers of every small size would hold memory for
@@ -83,8 +86,9 @@ bool landingHere() {
 }
 
 Counters counters() {
-  return {framesLent.load(),    framesCopied.load(),  framesReceived.load(), tensorsReceived.load(),
-          tensorsPushed.load(), tensorsLanded.load(), offersMade.load(),     offersReturned.load()};
+  return {framesLent.load(),      framesCopied.load(),   framesReceived.load(),
+          tensorsReceived.load(), tensorsPushed.load(),  tensorsLanded.load(),
+          offersMade.load(),      offersReturned.load(), offersGivenBack.load()};
 }
 
 // A landing offer the sender holds. `after`: set when a push into it did not
@@ -135,6 +139,8 @@ struct Sender::State {
   std::shared_ptr<cuda::IpcCache> ipc = cuda::sharedIpcCache();
   Handoffs<Lent> lent;
   HeldOffers<HeldOffer> offers;
+  bool landing = false;               // this client asked for offers
+  std::atomic<int64_t> serverPid{0};  // the lane's answer said; 0 before
   // Messages whose copies may still run on the server (no "done" to wait for):
   // kept while this lives, not handed back to the allocator at once.
   std::mutex abandonedMu;
@@ -182,7 +188,7 @@ struct Sender::State {
   }
   // Copies `t` into the landing offer `o` on `stream` (the push): false with
   // why when the offer cannot be opened or the copy not enqueued; the offer
-  // is then dropped (the server holds it until the lane ends).
+  // then goes back to the server with the next frame, unused.
   bool push(HeldOffer& o, const at::Tensor& t, int device, cudaStream_t stream, int target,
             std::string& why) {
     cuda::PeerMemory peerMemory{o.offer.pid, o.offer.device, o.offer.base, o.offer.bufferId,
@@ -197,6 +203,7 @@ struct Sender::State {
     }
     if (base == nullptr) {
       settle(o);
+      offers.giveBackUnused(o, o.size());  // nothing was written: the server may have it back
       return false;
     }
     cuda::DeviceScope scope(device);
@@ -224,6 +231,7 @@ struct Sender::State {
     if (e != cudaSuccess) {
       cudaGetLastError();
       why = cudaWhat("cudaMemcpyAsync into a landing offer", e);
+      offers.giveBackUnused(o, o.size());  // not enqueued: nothing was written
       return false;
     }
     return true;
@@ -252,11 +260,17 @@ struct Sender::State {
   }
 };
 
-Sender::Sender(LanePairs pairs, std::string peer, std::shared_ptr<DeviceTransferObserver> observer)
+Sender::Sender(LanePairs pairs, std::string peer, std::shared_ptr<DeviceTransferObserver> observer,
+               bool landing)
     : state_(std::make_unique<State>()) {
   state_->pairs = std::move(pairs);
   state_->peer = std::move(peer);
   state_->observer = std::move(observer);
+  state_->landing = landing;
+}
+
+void Sender::setServerPid(int64_t pid) {
+  state_->serverPid.store(pid, std::memory_order_release);
 }
 
 Sender::~Sender() {
@@ -291,7 +305,7 @@ bool Sender::lend(const std::shared_ptr<OutgoingMessage>& m, std::string& handle
     s.release(lent, State::Ended::kUnsent);
     return false;
   };
-  lent.returned = s.offers.age();
+  lent.returned = s.offers.age(wire::kMaxLaneTensors);
   for (HeldOffer& o : lent.returned) settle(o);
   // First the pushes, so that each send stream's "ready" event, recorded
   // below, follows them.
@@ -356,6 +370,7 @@ bool Sender::lend(const std::shared_ptr<OutgoingMessage>& m, std::string& handle
   handles = wire::encodeLaneTensors(section);
   framesLent.fetch_add(1, std::memory_order_relaxed);
   tensorsPushed.fetch_add(pushed, std::memory_order_relaxed);
+  offersGivenBack.fetch_add(section.returned.size(), std::memory_order_relaxed);
   trace::point("lane.lent", handoff);
   return true;
 }
@@ -370,9 +385,19 @@ void Sender::unlend(uint64_t handoff) {
 }
 
 std::string Sender::offered(const char* data, size_t size) {
+  if (!state_->landing) return "landing offers, but this client asked for none";
   std::vector<wire::LandingOffer> offers;
   const std::string why = wire::decodeLandingOffers(data, size, offers);
   if (!why.empty()) return "malformed landing offers: " + why;
+  const int64_t server = state_->serverPid.load(std::memory_order_acquire);
+  for (const wire::LandingOffer& o : offers) {
+    // Another process's memory: opening it could close a mapping of that
+    // process's that cuda_nvlink or another lane copies from (ipc_cache.h).
+    if (o.pid != server) {
+      return "a landing offer in the memory of pid " + std::to_string(o.pid) +
+             ", not the server's (" + std::to_string(server) + ")";
+    }
+  }
   trace::point("lane.offered", offers.size());
   for (wire::LandingOffer& o : offers) {
     HeldOffer held{o};
@@ -426,6 +451,35 @@ void Sender::end() {
   for (HeldOffer& o : state_->offers.close()) settle(o);
 }
 
+// Landing offers a lane's end left out, by the client process that may still
+// write into them; let go once that process is gone. Never destroyed: at exit
+// the buffers are not handed back to an allocator CUDA may have torn down.
+class Quarantine {
+ public:
+  void keep(int64_t pid, std::vector<c10::DataPtr> buffers) {
+    std::vector<c10::DataPtr> gone;  // back to the allocator at the end, outside the lock
+    std::lock_guard<std::mutex> lock(mu_);
+    for (c10::DataPtr& b : buffers) held_.emplace_back(pid, std::move(b));
+    for (auto it = held_.begin(); it != held_.end();) {
+      if (::kill(static_cast<pid_t>(it->first), 0) != 0 && errno == ESRCH) {
+        gone.push_back(std::move(it->second));
+        it = held_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<int64_t, c10::DataPtr>> held_;
+};
+
+Quarantine& quarantine() {
+  static auto* q = new Quarantine;
+  return *q;
+}
+
 struct Receiver::Offers {
   explicit Offers(uint64_t budget) : held(budget) {}
   OfferedBuffers<c10::DataPtr> held;
@@ -442,7 +496,12 @@ Receiver::Receiver(std::string peer, int64_t pid, std::shared_ptr<DeviceTransfer
     offers_ = std::make_unique<Offers>(cuda::receiveSpares().budget());
   }
 }
-Receiver::~Receiver() = default;
+Receiver::~Receiver() {
+  // The client may have pushed into offers still out in frames this side
+  // never took (after a refusal, or in a ring torn down), which its GPU may
+  // not have run yet: their memory stays out of the allocator while it lives.
+  if (offers_) quarantine().keep(pid_, offers_->held.close());
+}
 
 std::string Receiver::receive(const char* data, size_t size, IncomingMessage& in, uint64_t& handoff,
                               std::string& copied) {
@@ -480,6 +539,17 @@ std::string Receiver::receive(const char* data, size_t size, IncomingMessage& in
       return "a tensor bound for cuda:" + std::to_string(device) + ", but this worker has " +
              std::to_string(count) + " CUDA device(s)";
     }
+    // Opened first: once an offer is taken, nothing may return before its
+    // buffer's stream waits on "ready" (the client's push may still run, and
+    // the buffer would go back to the allocator under it).
+    cudaEvent_t ready = ipc_->openEvent(fromWire<cudaIpcEventHandle_t>(w.ready), device, why);
+    if (ready == nullptr) return why;
+    void* stream = nullptr;
+    try {
+      stream = cuda::receiveStream(in, device);
+    } catch (const std::exception& e) {
+      return std::string("no receive stream: ") + e.what();
+    }
     c10::DataPtr landed;
     if (w.offer != 0) {
       std::optional<c10::DataPtr> b = offers_->held.take(w.offer, {device, w.length}, why);
@@ -489,14 +559,13 @@ std::string Receiver::receive(const char* data, size_t size, IncomingMessage& in
     if (offers_ != nullptr && w.length >= kMinLandingBytes) {
       offers_->lastFrame.emplace_back(device, w.length);
     }
-    void* stream = nullptr;
     at::Tensor t;
     try {
-      stream = cuda::receiveStream(in, device);
       t = cuda::receiveBuffer(device, w.length, w.meta.sizes,
                               static_cast<c10::ScalarType>(w.meta.dtype), stream,
                               std::move(landed));
-    } catch (const std::exception& e) {  // out of memory, most likely
+    } catch (const std::exception& e) {               // out of memory, most likely
+      if (w.offer != 0) cudaEventSynchronize(ready);  // the push is done before we go on
       return "cannot allocate " + std::to_string(w.length) +
              " bytes on cuda:" + std::to_string(device) + ": " + e.what();
     }
@@ -517,8 +586,6 @@ std::string Receiver::receive(const char* data, size_t size, IncomingMessage& in
                std::to_string(w.offset) + " of a peer's allocation of " + std::to_string(mapped);
       }
     }
-    cudaEvent_t ready = ipc_->openEvent(fromWire<cudaIpcEventHandle_t>(w.ready), device, why);
-    if (ready == nullptr) return why;
     onDevice.to(device);
     uint64_t token = 0;
     if (observer_) {

@@ -37,8 +37,13 @@ bool landingHere();
 // the poller's thread, end() anywhere.
 class Sender {
  public:
-  // `peer`: the server's name; `observer` (may be null) counts each tensor.
-  Sender(LanePairs pairs, std::string peer, std::shared_ptr<DeviceTransferObserver> observer);
+  // `peer`: the server's name; `observer` (may be null) counts each tensor;
+  // `landing`: this client asks for landing offers (landingHere()).
+  Sender(LanePairs pairs, std::string peer, std::shared_ptr<DeviceTransferObserver> observer,
+         bool landing);
+  // The server's process, from the lane's answer: offers in any other
+  // process's memory are refused.
+  void setServerPid(int64_t pid);
   ~Sender();  // end()
   Sender(const Sender&) = delete;
   Sender& operator=(const Sender&) = delete;
@@ -59,7 +64,8 @@ class Sender {
   // on another stream must not be overwritten by this one).
   void unlend(uint64_t handoff);
   // kLaneOffers: the server's landing offers, held for the next tensors of
-  // their sizes. "" or why (a malformed message): the lane fails.
+  // their sizes. "" or why (a malformed message, offers this client did not
+  // ask for, or in another process's memory than the server's): the lane fails.
   std::string offered(const char* data, size_t size);
   // kLaneCopied: each send stream waits (on the GPU) for the server's "done"
   // events, so the memory is reused only after its copies; then `m` goes.
@@ -91,8 +97,8 @@ class Receiver {
   // null) counts each tensor; `landing`: the client takes landing offers.
   Receiver(std::string peer, int64_t pid, std::shared_ptr<DeviceTransferObserver> observer,
            bool landing);
-  // What is still offered goes back to the allocator: the client's lane has
-  // ended by then, and it pushes only into offers of a live lane.
+  // What is still offered stays out of the allocator until the client's
+  // process is gone: it may have pushed into it in frames never taken here.
   ~Receiver();
   Receiver(const Receiver&) = delete;
   Receiver& operator=(const Receiver&) = delete;
@@ -121,10 +127,11 @@ struct Counters {
   uint64_t framesCopied = 0;    // of those, answered by the server's kLaneCopied
   uint64_t framesReceived = 0;  // such frames received and copied
   uint64_t tensorsReceived = 0;
-  uint64_t tensorsPushed = 0;   // sent: copied into a landing offer here
-  uint64_t tensorsLanded = 0;   // received: taken from a landing offer
-  uint64_t offersMade = 0;      // landing offers sent
-  uint64_t offersReturned = 0;  // of those, given back unused
+  uint64_t tensorsPushed = 0;    // sent: copied into a landing offer here
+  uint64_t tensorsLanded = 0;    // received: taken from a landing offer
+  uint64_t offersMade = 0;       // landing offers sent
+  uint64_t offersReturned = 0;   // of those, given back unused
+  uint64_t offersGivenBack = 0;  // held here and given back unused
 };
 Counters counters();
 

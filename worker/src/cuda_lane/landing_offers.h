@@ -122,13 +122,20 @@ class HeldOffers {
 
   void add(Offer offer, const LandingSize& size) {
     std::lock_guard<std::mutex> lock(mu_);
-    held_.push_back(Held{size, frames_, std::move(offer)});
+    held_.push_back(Held{size, frames_, true, std::move(offer)});
+  }
+  // An offer never to be used (it could not be opened): given back by the
+  // next age(), so that the receiver does not hold its buffer, and count it
+  // as out, for the rest of the lane.
+  void giveBackUnused(Offer offer, const LandingSize& size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_.push_back(Held{size, frames_, false, std::move(offer)});
   }
   // The oldest held offer of exactly `size`, taken out; none when there is none.
   std::optional<Offer> take(const LandingSize& size) {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = held_.begin(); it != held_.end(); ++it) {
-      if (it->size == size) {
+      if (it->usable && it->size == size) {
         std::optional<Offer> out(std::move(it->offer));
         held_.erase(it);
         return out;
@@ -137,13 +144,15 @@ class HeldOffers {
     return std::nullopt;
   }
   // Once per frame that carries CUDA tensors, before it takes any: the offers
-  // held unused for kUnusedFrames such frames, taken out to be given back.
-  std::vector<Offer> age() {
+  // held unused for kUnusedFrames such frames (and those giveBackUnused()
+  // named), at most `most` (what one frame may give back), taken out to be
+  // given back; the rest wait for the next frame.
+  std::vector<Offer> age(size_t most) {
     std::lock_guard<std::mutex> lock(mu_);
     ++frames_;
     std::vector<Offer> old;
-    for (auto it = held_.begin(); it != held_.end();) {
-      if (frames_ - it->since > kUnusedFrames) {
+    for (auto it = held_.begin(); it != held_.end() && old.size() < most;) {
+      if (!it->usable || frames_ - it->since > kUnusedFrames) {
         old.push_back(std::move(it->offer));
         it = held_.erase(it);
       } else {
@@ -168,6 +177,7 @@ class HeldOffers {
   struct Held {
     LandingSize size;
     uint64_t since;  // frames_ when it came
+    bool usable;
     Offer offer;
   };
   mutable std::mutex mu_;
