@@ -3,6 +3,7 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/ones.h>
 
+#include <sys/resource.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -76,7 +77,7 @@ runtime::HostReceivePaths peerReceivePaths(Runtime& rt, const std::string& peer)
 // Median round trip in seconds of echoing `tensor`; `path` (when given): how
 // the requests and the replies were received (PairResult::path4mb).
 double tensorRtt(Runtime& rt, const std::string& peer, const at::Tensor& tensor, int iterations,
-                 std::string* path = nullptr) {
+                 std::string* path = nullptr, double* faultsPerRoundTrip = nullptr) {
   rt.rpcSync(peer, runtime::kBuiltinEcho, {tensor});  // warm-up: allocator, pages
   // After the warm-up, whose first-time paths are not the figure's.
   const runtime::HostReceivePaths mine =
@@ -84,11 +85,18 @@ double tensorRtt(Runtime& rt, const std::string& peer, const at::Tensor& tensor,
   const runtime::HostReceivePaths theirs =
       path != nullptr ? peerReceivePaths(rt, peer) : runtime::HostReceivePaths{};
   std::vector<double> times;
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
   for (int i = 0; i < iterations; ++i) {
     auto start = Clock::now();
     c10::IValue back = rt.rpcSync(peer, runtime::kBuiltinEcho, {tensor});
     times.push_back(secondsSince(start));
     if (back.toTensor().numel() != tensor.numel()) throw std::runtime_error("echo lost data");
+  }
+  if (faultsPerRoundTrip != nullptr && iterations > 0) {
+    rusage after{};
+    ::getrusage(RUSAGE_SELF, &after);
+    *faultsPerRoundTrip = static_cast<double>(after.ru_minflt - before.ru_minflt) / iterations;
   }
   if (path != nullptr) {
     const std::string request = receivePath(theirs, peerReceivePaths(rt, peer));
@@ -123,7 +131,8 @@ c10::IValue encode(const PairResult& r) {
                                 r.rtt400mbSharedMs,
                                 r.gbps400mbShared,
                                 r.path4mb,
-                                r.path400mb};
+                                r.path400mb,
+                                r.faults400mb};
   return c10::ivalue::Tuple::create(std::move(f));
 }
 
@@ -151,6 +160,7 @@ PairResult decode(const c10::IValue& v) {
   r.gbps400mbShared = f.at(18).toDouble();
   r.path4mb = f.at(19).toStringRef();
   r.path400mb = f.at(20).toStringRef();
+  r.faults400mb = f.at(21).toDouble();
   return r;
 }
 
@@ -309,8 +319,8 @@ PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& co
         tensorRtt(rt, peer, mid, config.rtt4mbIterations, shared ? nullptr : &r.path4mb) * 1e3;
     if (!config.large || only4mb) continue;
     at::Tensor big = at::ones({kFloats});
-    double seconds =
-        tensorRtt(rt, peer, big, config.rtt400mbIterations, shared ? nullptr : &r.path400mb);
+    double seconds = tensorRtt(rt, peer, big, config.rtt400mbIterations,
+                               shared ? nullptr : &r.path400mb, shared ? nullptr : &r.faults400mb);
     (shared ? r.rtt400mbSharedMs : r.rtt400mbMs) = seconds * 1e3;
     (shared ? r.gbps400mbShared : r.gbps400mb) =
         2.0 * static_cast<double>(big.nbytes()) / seconds / 1e9;
@@ -571,7 +581,7 @@ std::string toJson(const std::vector<PairResult>& results) {
           << ",\"rtt_400mb_shared_ms\":" << r.rtt400mbSharedMs
           << ",\"gbps_400mb_shared\":" << r.gbps400mbShared
           << ",\"path_4mb\":" << jsonString(r.path4mb)
-          << ",\"path_400mb\":" << jsonString(r.path400mb)
+          << ",\"path_400mb\":" << jsonString(r.path400mb) << ",\"faults_400mb\":" << r.faults400mb
           << ",\"function_call_p50_us\":" << r.functionCallP50Us
           << ",\"proxy_call_p50_us\":" << r.proxyCallP50Us;
     } else {
