@@ -461,26 +461,38 @@ TEST(Lane, AnAnswerOnThePipeFromTheLanesPollerDoesNotStallIt) {
 // values exact (one tensor, several in one message, a view at an offset, a
 // strided one made contiguous), and every frame's memory given back once the
 // server answered that it copied it.
-TEST(Lane, CudaTensorsTravelAsHandlesBetweenTwoGpus) {
+// Whether cuda:0 and cuda:1 exist and reach each other: what the lane's CUDA
+// frames need (one GPU shared by two workers keeps cuda_nvlink's own protocol).
+bool twoPeerGpus() {
   int can = 0;
   if (gpu::gpuCount() < 2 || cudaDeviceCanAccessPeer(&can, 0, 1) != cudaSuccess || !can) {
     cudaGetLastError();
-    GTEST_SKIP() << "needs two GPUs with peer access (one GPU shared by two workers keeps "
-                    "cuda_nvlink's own protocol)";
+    return false;
   }
-  devicesUsed(pairDevices());
-  gpu::Pair pair({{"cuda:0", "cuda:1"}}, "", "");
-  pair.start();
-  auto& rt = pair.rt();
-  // The lane comes up just after the handshake: calls go by the pipe until then.
+  return true;
+}
+
+// The lane comes up just after the handshake: calls go by the pipe until then.
+// Calls w1 until one request went on the lane (bounded).
+void waitForTheLane(runtime::Runtime& rt) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   const at::Tensor probe = onDevice(16, 0);
   for (;;) {
     const uint64_t lent = runtime::cuda_lane::counters().framesLent;
     ASSERT_TRUE(sameValues(rt.rpcSync("w1", "add_one", {probe}).toTensor(), probe + 1));
-    if (runtime::cuda_lane::counters().framesLent > lent) break;
+    if (runtime::cuda_lane::counters().framesLent > lent) return;
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no request went on the lane";
   }
+}
+
+TEST(Lane, CudaTensorsTravelAsHandlesBetweenTwoGpus) {
+  if (!twoPeerGpus()) GTEST_SKIP() << "needs two GPUs with peer access";
+  devicesUsed(pairDevices());
+  gpu::Pair pair({{"cuda:0", "cuda:1"}}, "", "");
+  pair.start();
+  auto& rt = pair.rt();
+  waitForTheLane(rt);
+  if (HasFatalFailure()) return;
   const uint64_t before = runtime::cuda_lane::counters().framesLent;
   int calls = 0;
   for (int64_t n : {1, 1000, 1 << 20, 25 << 20}) {
@@ -532,24 +544,14 @@ TEST(Lane, CudaTensorsTravelAsHandlesBetweenTwoGpus) {
 // frame: one tensor, two of one size, a large one beside a small one (pulled),
 // a size that changes; every frame still answered.
 TEST(Lane, LargeTensorsArePushedIntoLandingOffers) {
-  int can = 0;
-  if (gpu::gpuCount() < 2 || cudaDeviceCanAccessPeer(&can, 0, 1) != cudaSuccess || !can) {
-    cudaGetLastError();
-    GTEST_SKIP() << "needs two GPUs with peer access (the lane's CUDA frames need them)";
-  }
+  if (!twoPeerGpus()) GTEST_SKIP() << "needs two GPUs with peer access";
   if (!runtime::cuda_lane::landingHere()) GTEST_SKIP() << "RPCJOB_LANE_PUSH=0";
   devicesUsed(pairDevices());
   gpu::Pair pair({{"cuda:0", "cuda:1"}}, "", "");
   pair.start();
   auto& rt = pair.rt();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  const at::Tensor probe = onDevice(16, 0);
-  for (;;) {
-    const uint64_t lent = runtime::cuda_lane::counters().framesLent;
-    ASSERT_TRUE(sameValues(rt.rpcSync("w1", "add_one", {probe}).toTensor(), probe + 1));
-    if (runtime::cuda_lane::counters().framesLent > lent) break;
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no request went on the lane";
-  }
+  waitForTheLane(rt);
+  if (HasFatalFailure()) return;
   const auto pushed = [] { return runtime::cuda_lane::counters().tensorsPushed; };
   // One size, again and again: the first pulled, then (nearly) all pushed.
   const uint64_t before = pushed();

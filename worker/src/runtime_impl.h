@@ -379,6 +379,12 @@ class RuntimeImpl {
 #endif
   // The client: the server's landing offers (kLaneOffers).
   void onLaneOffers(int rank, uint64_t generation, IncomingMessage& msg);
+#if RPCJOB_WITH_CUDA
+  // What lends `rank`'s current pipe CUDA tensors on its lane (null: nothing);
+  // false when `generation` is no longer that pipe's (the message is stale).
+  bool currentDeviceSender(int rank, uint64_t generation,
+                           std::shared_ptr<cuda_lane::Sender>& sender);
+#endif
   void laneBroken(WriteQueue& writes, const std::string& why);
   // A request's or an answer's lane frame made without an OutgoingMessage
   // (encodeInline): the encoded header, then the order field and the payload,

@@ -554,18 +554,24 @@ std::function<void(uint64_t, std::string)> RuntimeImpl::copiedAnswer(
   };
 }
 
+#if RPCJOB_WITH_CUDA
+bool RuntimeImpl::currentDeviceSender(int rank, uint64_t generation,
+                                      std::shared_ptr<cuda_lane::Sender>& sender) {
+  std::shared_ptr<tensorpipe::Pipe> pipe;
+  std::shared_ptr<WriteQueue> writes;
+  if (!currentClientPipe(rank, generation, pipe, writes)) return false;
+  std::lock_guard<std::mutex> lock(writes->mu);
+  sender = writes->deviceSender;
+  return true;
+}
+#endif
+
 void RuntimeImpl::onLaneCopied(int rank, uint64_t generation,
                                [[maybe_unused]] IncomingMessage& msg) {
   std::string why = "a copy answer, but no CUDA tensors were lent to it";
 #if RPCJOB_WITH_CUDA
-  std::shared_ptr<tensorpipe::Pipe> pipe;
-  std::shared_ptr<WriteQueue> writes;
-  if (!currentClientPipe(rank, generation, pipe, writes)) return;
   std::shared_ptr<cuda_lane::Sender> sender;
-  {
-    std::lock_guard<std::mutex> lock(writes->mu);
-    sender = writes->deviceSender;
-  }
+  if (!currentDeviceSender(rank, generation, sender)) return;
   if (sender) why = sender->copied(msg.header.id, msg.payload.data(), msg.payload.size());
   if (why.empty()) return;
 #endif
@@ -576,14 +582,8 @@ void RuntimeImpl::onLaneOffers(int rank, uint64_t generation,
                                [[maybe_unused]] IncomingMessage& msg) {
   std::string why = "landing offers, but no CUDA tensors go to it on the lane";
 #if RPCJOB_WITH_CUDA
-  std::shared_ptr<tensorpipe::Pipe> pipe;
-  std::shared_ptr<WriteQueue> writes;
-  if (!currentClientPipe(rank, generation, pipe, writes)) return;
   std::shared_ptr<cuda_lane::Sender> sender;
-  {
-    std::lock_guard<std::mutex> lock(writes->mu);
-    sender = writes->deviceSender;
-  }
+  if (!currentDeviceSender(rank, generation, sender)) return;
   if (sender) why = sender->offered(msg.payload.data(), msg.payload.size());
   if (why.empty()) return;
 #endif
