@@ -425,9 +425,13 @@ if [[ $stages == *" trace "* ]]; then
     between=call.send step=()
     if [[ $part == small ]]; then skip=300 count=2000; else skip=5 count=40; fi
     if [[ $part == recipe ]]; then between=autograd.released skip=24 count=40; fi
-    # 400 MB: does each round trip follow its front, the worker's copy on its stream?
+    # 400 MB: does each round trip follow its front, the request's copy on its
+    # stream? By default the caller's push into a landing offer (lane.pushed, in
+    # the caller's process); TRACE_STEP=lane.enqueued TRACE_STEP_ELSEWHERE=1 for
+    # the worker's pull (RPCJOB_LANE_PUSH=0), nvlink.enqueued for TensorPipe's.
     if [[ $part == 400mb ]]; then
-      between=call.pack step=(--step "${TRACE_STEP:-lane.enqueued}" --step-elsewhere)
+      between=call.pack step=(--step "${TRACE_STEP:-lane.pushed}")
+      [[ ${TRACE_STEP_ELSEWHERE:-0} == 1 ]] && step+=(--step-elsewhere)
     fi
     python3 benchmarks/profile/trace_timeline.py "$L/trace-$part" --between $between \
       --from $skip --count $count --show 2 --top 25 "${step[@]}" >"$OUT/trace-$part.txt" 2>&1
