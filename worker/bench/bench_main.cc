@@ -550,7 +550,8 @@ int main(int argc, char** argv) {
     // 400 MB round trip at process_vm_readv's speed says which leg took it.
     std::cout << ", \"path_4mb\": \"" << stringField(result, "path_4mb") << "\", \"path_400mb\": \""
               << stringField(result, "path_400mb") << "\"";
-    std::cout << ", \"faults_400mb\": " << field(result, "faults_400mb");
+    std::cout << ", \"faults_400mb\": " << field(result, "faults_400mb")
+              << ", \"peer_faults_400mb\": " << field(result, "peer_faults_400mb");
     std::cout << ", \"rtt_4mb_bound_ms\": " << bound4Ms << ", \"rtt_4mb_of_bound\": " << ofBound4
               << ", \"memcpy_4mb_gbps\": " << copy4.gbps
               << ", \"memcpy_4mb_threads\": " << copy4.threads << ", \"rtt_4mb_cma_ms\": " << cma4Ms

@@ -65,43 +65,56 @@ std::string receivePath(const runtime::HostReceivePaths& before,
   return seen > 1 ? mixed : only;
 }
 
-runtime::HostReceivePaths peerReceivePaths(Runtime& rt, const std::string& peer) {
+// This process's minor page faults since it started.
+int64_t minorFaults() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+// The peer's hostReceivePaths(), and (`faults`) its minorFaults().
+runtime::HostReceivePaths peerReceivePaths(Runtime& rt, const std::string& peer,
+                                           int64_t* faults = nullptr) {
   const auto t = rt.rpcSync(peer, kReceivePaths, {}).toTupleRef().elements();
   runtime::HostReceivePaths p;
   p.sharedReads = static_cast<uint64_t>(t.at(0).toInt());
   p.pushedReads = static_cast<uint64_t>(t.at(1).toInt());
   p.cmaReads = static_cast<uint64_t>(t.at(2).toInt());
+  if (faults != nullptr) *faults = t.at(3).toInt();
   return p;
 }
 
 // Median round trip in seconds of echoing `tensor`; `path` (when given): how
 // the requests and the replies were received (PairResult::path4mb).
+// `faults` (with `path`): the caller's and the peer's minor page faults per
+// round trip (PairResult::faults400mb).
 double tensorRtt(Runtime& rt, const std::string& peer, const at::Tensor& tensor, int iterations,
-                 std::string* path = nullptr, double* faultsPerRoundTrip = nullptr) {
+                 std::string* path = nullptr, std::pair<double, double>* faults = nullptr) {
   rt.rpcSync(peer, runtime::kBuiltinEcho, {tensor});  // warm-up: allocator, pages
   // After the warm-up, whose first-time paths are not the figure's.
   const runtime::HostReceivePaths mine =
       path != nullptr ? runtime::hostReceivePaths() : runtime::HostReceivePaths{};
+  int64_t theirFaults = 0;
   const runtime::HostReceivePaths theirs =
-      path != nullptr ? peerReceivePaths(rt, peer) : runtime::HostReceivePaths{};
+      path != nullptr ? peerReceivePaths(rt, peer, &theirFaults) : runtime::HostReceivePaths{};
   std::vector<double> times;
-  rusage before{};
-  ::getrusage(RUSAGE_SELF, &before);
+  const int64_t myFaults = minorFaults();
   for (int i = 0; i < iterations; ++i) {
     auto start = Clock::now();
     c10::IValue back = rt.rpcSync(peer, runtime::kBuiltinEcho, {tensor});
     times.push_back(secondsSince(start));
     if (back.toTensor().numel() != tensor.numel()) throw std::runtime_error("echo lost data");
   }
-  if (faultsPerRoundTrip != nullptr && iterations > 0) {
-    rusage after{};
-    ::getrusage(RUSAGE_SELF, &after);
-    *faultsPerRoundTrip = static_cast<double>(after.ru_minflt - before.ru_minflt) / iterations;
-  }
+  const int64_t myFaultsAfter = minorFaults();
   if (path != nullptr) {
-    const std::string request = receivePath(theirs, peerReceivePaths(rt, peer));
+    int64_t theirFaultsAfter = 0;
+    const std::string request = receivePath(theirs, peerReceivePaths(rt, peer, &theirFaultsAfter));
     const std::string reply = receivePath(mine, runtime::hostReceivePaths());
     *path = request.empty() && reply.empty() ? "" : "request " + request + ", reply " + reply;
+    if (faults != nullptr && iterations > 0) {
+      *faults = {static_cast<double>(myFaultsAfter - myFaults) / iterations,
+                 static_cast<double>(theirFaultsAfter - theirFaults) / iterations};
+    }
   }
   return percentile(times, 0.5);
 }
@@ -132,7 +145,8 @@ c10::IValue encode(const PairResult& r) {
                                 r.gbps400mbShared,
                                 r.path4mb,
                                 r.path400mb,
-                                r.faults400mb};
+                                r.faults400mb,
+                                r.peerFaults400mb};
   return c10::ivalue::Tuple::create(std::move(f));
 }
 
@@ -161,6 +175,7 @@ PairResult decode(const c10::IValue& v) {
   r.path4mb = f.at(19).toStringRef();
   r.path400mb = f.at(20).toStringRef();
   r.faults400mb = f.at(21).toDouble();
+  r.peerFaults400mb = f.at(22).toDouble();
   return r;
 }
 
@@ -223,9 +238,9 @@ void registerProxyTargets(Runtime& rt) {
   // This process's hostReceivePaths(): how a round trip's requests reached it.
   rt.registerFunction(kReceivePaths, [](const runtime::CallInfo&, std::vector<c10::IValue>) {
     const runtime::HostReceivePaths p = runtime::hostReceivePaths();
-    return c10::IValue(c10::ivalue::Tuple::create({static_cast<int64_t>(p.sharedReads),
-                                                   static_cast<int64_t>(p.pushedReads),
-                                                   static_cast<int64_t>(p.cmaReads)}));
+    return c10::IValue(c10::ivalue::Tuple::create(
+        {static_cast<int64_t>(p.sharedReads), static_cast<int64_t>(p.pushedReads),
+         static_cast<int64_t>(p.cmaReads), minorFaults()}));
   });
   runtime::registerClass<Echo>(rt, kEchoClass)
       .constructor([](std::vector<c10::IValue>) { return std::make_shared<Echo>(); })
@@ -319,8 +334,10 @@ PairResult benchPair(Runtime& rt, const std::string& peer, const BenchConfig& co
         tensorRtt(rt, peer, mid, config.rtt4mbIterations, shared ? nullptr : &r.path4mb) * 1e3;
     if (!config.large || only4mb) continue;
     at::Tensor big = at::ones({kFloats});
+    std::pair<double, double> faults{0, 0};
     double seconds = tensorRtt(rt, peer, big, config.rtt400mbIterations,
-                               shared ? nullptr : &r.path400mb, shared ? nullptr : &r.faults400mb);
+                               shared ? nullptr : &r.path400mb, shared ? nullptr : &faults);
+    if (!shared) std::tie(r.faults400mb, r.peerFaults400mb) = faults;
     (shared ? r.rtt400mbSharedMs : r.rtt400mbMs) = seconds * 1e3;
     (shared ? r.gbps400mbShared : r.gbps400mb) =
         2.0 * static_cast<double>(big.nbytes()) / seconds / 1e9;
@@ -582,6 +599,7 @@ std::string toJson(const std::vector<PairResult>& results) {
           << ",\"gbps_400mb_shared\":" << r.gbps400mbShared
           << ",\"path_4mb\":" << jsonString(r.path4mb)
           << ",\"path_400mb\":" << jsonString(r.path400mb) << ",\"faults_400mb\":" << r.faults400mb
+          << ",\"peer_faults_400mb\":" << r.peerFaults400mb
           << ",\"function_call_p50_us\":" << r.functionCallP50Us
           << ",\"proxy_call_p50_us\":" << r.proxyCallP50Us;
     } else {

@@ -79,10 +79,12 @@ struct PairResult {
   // or "mixed: ..." with the counts; "" when not measured or not over rpcjob_cma.
   std::string path4mb;
   std::string path400mb;
-  // The caller's minor page faults per plain 400 MB round trip (getrusage),
-  // after the warm-up: memory its copies touch for the first time. A round
-  // trip at process_vm_readv's speed with memcpy's path may say why here.
+  // The caller's and the peer's minor page faults per plain 400 MB round trip
+  // (getrusage), after the warm-up: memory their copies touch for the first
+  // time. A round trip at process_vm_readv's speed on memcpy's path may say
+  // why here.
   double faults400mb = 0;
+  double peerFaults400mb = 0;
   // A registered function on the pool vs a method of a remote object through
   // an RRef proxy (rref.rpcSync), one-element tensor, calls interleaved.
   double functionCallP50Us = 0;
