@@ -700,6 +700,33 @@ TEST(HeldOffers, ConcurrentAddsTakesAndCloseLoseNothing) {
   EXPECT_EQ(held.size(), 0u);
 }
 
+TEST(Quarantine, HoldsBuffersUntilTheirProcessIsGone) {
+  rpcjob::runtime::cuda_lane::Quarantine<std::unique_ptr<int>> q;
+  std::set<int64_t> alive = {10, 20};
+  const auto isAlive = [&](int64_t pid) { return alive.count(pid) > 0; };
+  std::vector<std::unique_ptr<int>> first;
+  first.push_back(std::make_unique<int>(1));
+  first.push_back(std::make_unique<int>(2));
+  EXPECT_TRUE(q.keep(10, std::move(first), isAlive).empty());
+  std::vector<std::unique_ptr<int>> second;
+  second.push_back(std::make_unique<int>(3));
+  EXPECT_TRUE(q.keep(20, std::move(second), isAlive).empty());
+  EXPECT_EQ(q.size(), 3u);
+  // Pid 10 is gone: its two come back at the next keep, pid 20's stays.
+  alive.erase(10);
+  std::vector<std::unique_ptr<int>> gone = q.keep(20, {}, isAlive);
+  ASSERT_EQ(gone.size(), 2u);
+  EXPECT_EQ(*gone[0] + *gone[1], 3);
+  EXPECT_EQ(q.size(), 1u);
+  // A process already gone when its lane ends: nothing is held for it.
+  std::vector<std::unique_ptr<int>> late;
+  late.push_back(std::make_unique<int>(4));
+  gone = q.keep(30, std::move(late), isAlive);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(*gone[0], 4);
+  EXPECT_EQ(q.size(), 1u);
+}
+
 // ---- handoffs
 
 using rpcjob::runtime::cuda_lane::Handoffs;

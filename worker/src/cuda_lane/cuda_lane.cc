@@ -451,33 +451,16 @@ void Sender::end() {
   for (HeldOffer& o : state_->offers.close()) settle(o);
 }
 
-// Landing offers a lane's end left out, by the client process that may still
-// write into them; let go once that process is gone. Never destroyed: at exit
-// the buffers are not handed back to an allocator CUDA may have torn down.
-class Quarantine {
- public:
-  void keep(int64_t pid, std::vector<c10::DataPtr> buffers) {
-    std::vector<c10::DataPtr> gone;  // back to the allocator at the end, outside the lock
-    std::lock_guard<std::mutex> lock(mu_);
-    for (c10::DataPtr& b : buffers) held_.emplace_back(pid, std::move(b));
-    for (auto it = held_.begin(); it != held_.end();) {
-      if (::kill(static_cast<pid_t>(it->first), 0) != 0 && errno == ESRCH) {
-        gone.push_back(std::move(it->second));
-        it = held_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::pair<int64_t, c10::DataPtr>> held_;
-};
-
-Quarantine& quarantine() {
-  static auto* q = new Quarantine;
+// The process's offers left out by lanes that ended (landing_offers.h). Never
+// destroyed: at exit its buffers are not handed back to an allocator CUDA may
+// have torn down.
+Quarantine<c10::DataPtr>& quarantine() {
+  static auto* q = new Quarantine<c10::DataPtr>;
   return *q;
+}
+
+bool processAlive(int64_t pid) {
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH;
 }
 
 struct Receiver::Offers {
@@ -500,7 +483,7 @@ Receiver::~Receiver() {
   // The client may have pushed into offers still out in frames this side
   // never took (after a refusal, or in a ring torn down), which its GPU may
   // not have run yet: their memory stays out of the allocator while it lives.
-  if (offers_) quarantine().keep(pid_, offers_->held.close());
+  if (offers_) quarantine().keep(pid_, offers_->held.close(), processAlive);  // the gone: freed
 }
 
 std::string Receiver::receive(const char* data, size_t size, IncomingMessage& in, uint64_t& handoff,

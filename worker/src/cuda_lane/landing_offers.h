@@ -185,4 +185,39 @@ class HeldOffers {
   std::vector<Held> held_;
 };
 
+// Offers a lane's end left out, by the client process that may still write
+// into them (pushes queued in frames the receiver never took, which that
+// process's GPU may not have run yet): held until that process is gone.
+// Thread-safe.
+template <typename Buffer>
+class Quarantine {
+ public:
+  // Holds `buffers` for `pid`, then looks at every pid held: the buffers of
+  // those `alive` says are gone come back, for the caller to let go (outside
+  // this lock: their release may take the allocator's).
+  template <typename Alive>
+  std::vector<Buffer> keep(int64_t pid, std::vector<Buffer> buffers, Alive alive) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Buffer& b : buffers) held_.emplace_back(pid, std::move(b));
+    std::vector<Buffer> gone;
+    for (auto it = held_.begin(); it != held_.end();) {
+      if (!alive(it->first)) {
+        gone.push_back(std::move(it->second));
+        it = held_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return gone;
+  }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_.size();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::pair<int64_t, Buffer>> held_;
+};
+
 }  // namespace rpcjob::runtime::cuda_lane
