@@ -19,7 +19,7 @@ GloballyUniqueId readId(Reader& r) {
   return id;
 }
 
-void writeId(Writer& w, const GloballyUniqueId& id) {
+void writeId(io::Cursor& w, const GloballyUniqueId& id) {
   w.fixed<int32_t>(id.worker);
   w.fixed<uint64_t>(id.local);
 }
@@ -66,18 +66,28 @@ std::string encodeHeader(const Header& h, size_t spare) {
 void encodeHeaderInto(const Header& h, size_t spare, std::string& out) {
   // One allocation at most: the exact size, plus what the caller appends (an
   // inline payload), instead of the string's doublings as the fields go in.
-  Writer w(std::move(out), encodedHeaderSize(h), spare);
-  w.u8('R');
-  w.u8('J');
-  w.u8(kVersion);
-  w.u8(static_cast<uint8_t>(h.type));
-  w.u8(static_cast<uint8_t>(h.errorKind));
-  w.u8((h.hasRRef ? kHasRRef : 0) | (h.hasAutograd ? kHasAutograd : 0) |
-       (h.hasOrder ? kHasOrder : 0));
+  const size_t size = encodedHeaderSize(h);
+  out.clear();
+  out.reserve(size + spare);
+  out.resize(size);
+  io::Cursor w(out.data());
+  const uint8_t head[6] = {
+      'R',
+      'J',
+      kVersion,
+      static_cast<uint8_t>(h.type),
+      static_cast<uint8_t>(h.errorKind),
+      static_cast<uint8_t>((h.hasRRef ? kHasRRef : 0) | (h.hasAutograd ? kHasAutograd : 0) |
+                           (h.hasOrder ? kHasOrder : 0))};
+  w.put(head, sizeof(head));
   w.fixed<uint64_t>(h.id);
   w.fixed<uint32_t>(h.timeoutMs);
-  w.str16(h.function, kMaxFunctionName);
-  w.str32(h.error, kMaxErrorLength);
+  const size_t function = std::min(h.function.size(), kMaxFunctionName);
+  w.fixed<uint16_t>(static_cast<uint16_t>(function));
+  w.put(h.function.data(), function);
+  const size_t error = std::min(h.error.size(), kMaxErrorLength);
+  w.fixed<uint32_t>(static_cast<uint32_t>(error));
+  w.put(h.error.data(), error);
   if (h.hasRRef) {
     writeId(w, h.rref);
     writeId(w, h.fork);
@@ -91,11 +101,10 @@ void encodeHeaderInto(const Header& h, size_t spare, std::string& out) {
       for (size_t b = 0; b < 8 && i + b < h.requiresGrad.size(); ++b) {
         if (h.requiresGrad[i + b]) bits |= static_cast<uint8_t>(1u << b);
       }
-      w.u8(bits);
+      w.fixed<uint8_t>(bits);
     }
   }
   if (h.hasOrder) w.fixed<uint64_t>(h.orderBefore);
-  out = w.take();
 }
 
 std::string decodeHeader(const char* data, size_t size, Header& out) {

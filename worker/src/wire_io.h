@@ -56,6 +56,28 @@ class Writer {
   size_t pos_ = 0;
 };
 
+// Writes through a raw cursor into memory the caller sized exactly beforehand
+// (encodedHeaderSize): no bounds check or growth per field, which Writer pays.
+// A header is encoded once per message, and its fields were ~7 % of a busy
+// lane poller's instructions per async call through Writer.
+class Cursor {
+ public:
+  explicit Cursor(char* at) : at_(at) {}
+  template <typename T>
+  void fixed(T v) {
+    std::memcpy(at_, &v, sizeof(T));  // little-endian hosts only, as Writer
+    at_ += sizeof(T);
+  }
+  void put(const void* data, size_t n) {
+    std::memcpy(at_, data, n);
+    at_ += n;
+  }
+  char* at() const { return at_; }
+
+ private:
+  char* at_;
+};
+
 // Every read checks the remaining length; the first failure sticks, so decoders
 // read on and check ok() once, which keeps them short.
 class Reader {
