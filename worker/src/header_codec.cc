@@ -1,6 +1,7 @@
 #include "header_codec.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 
@@ -105,6 +106,7 @@ void encodeHeaderInto(const Header& h, size_t spare, std::string& out) {
     }
   }
   if (h.hasOrder) w.fixed<uint64_t>(h.orderBefore);
+  assert(w.at() == out.data() + size);  // encodedHeaderSize is exact: the cursor checks nothing
 }
 
 std::string decodeHeader(const char* data, size_t size, Header& out) {
