@@ -100,12 +100,20 @@ struct HeldOffer {
   LandingSize size() const { return {offer.device, offer.length}; }
 };
 
-// Its event done with (the offer goes back or is dropped): waits for the
-// push it follows first, so that no write of ours lands after the server
-// has the buffer back.
-void settle(HeldOffer& o) {
+// Whether the push `o.after` follows has run (no event: none to wait for; an
+// error: the context is broken, nothing more runs). Polled, never waited on:
+// the caller may hold the lane's write lock, which the poller's thread needs.
+bool pushDone(const HeldOffer& o) {
+  if (o.after == nullptr) return true;
+  const cudaError_t e = cudaEventQuery(o.after);
+  if (e == cudaErrorNotReady) return false;
+  if (e != cudaSuccess) cudaGetLastError();
+  return true;
+}
+
+// Its event let go (CUDA frees it once it has occurred).
+void dropEvent(HeldOffer& o) {
   if (o.after == nullptr) return;
-  cudaEventSynchronize(o.after);
   cudaEventDestroy(o.after);
   cudaGetLastError();
   o.after = nullptr;
@@ -202,16 +210,13 @@ struct Sender::State {
       base = nullptr;
     }
     if (base == nullptr) {
-      settle(o);
-      offers.giveBackUnused(o, o.size());  // nothing was written: the server may have it back
+      // Nothing written now; its `after` (a push that did not go) keeps it
+      // from going back before that push ran (lend()).
+      offers.giveBackUnused(o, o.size());
       return false;
     }
     cuda::DeviceScope scope(device);
-    if (o.after != nullptr) {
-      cudaStreamWaitEvent(stream, o.after, 0);
-      cudaEventDestroy(o.after);
-      o.after = nullptr;
-    }
+    if (o.after != nullptr) cudaStreamWaitEvent(stream, o.after, 0);
     uint64_t token = 0;
     if (observer) {
       DeviceTransfer transfer;
@@ -231,9 +236,10 @@ struct Sender::State {
     if (e != cudaSuccess) {
       cudaGetLastError();
       why = cudaWhat("cudaMemcpyAsync into a landing offer", e);
-      offers.giveBackUnused(o, o.size());  // not enqueued: nothing was written
+      offers.giveBackUnused(o, o.size());  // not enqueued: as above
       return false;
     }
+    dropEvent(o);  // this push is on the stream after the earlier one
     return true;
   }
   // The "ready" event of `stream` in `l`, recorded there now if it is new.
@@ -305,8 +311,16 @@ bool Sender::lend(const std::shared_ptr<OutgoingMessage>& m, std::string& handle
     s.release(lent, State::Ended::kUnsent);
     return false;
   };
-  lent.returned = s.offers.age(wire::kMaxLaneTensors);
-  for (HeldOffer& o : lent.returned) settle(o);
+  // Offers to give back; one whose earlier push (that did not go) may still
+  // run waits for the next frame, so the server never has it back under it.
+  for (HeldOffer& o : s.offers.age(wire::kMaxLaneTensors)) {
+    if (!pushDone(o)) {
+      s.offers.giveBackUnused(o, o.size());
+      continue;
+    }
+    dropEvent(o);
+    lent.returned.push_back(o);
+  }
   // First the pushes, so that each send stream's "ready" event, recorded
   // below, follows them.
   std::vector<uint64_t> offerOf(m->tensors.size(), 0);
@@ -448,7 +462,9 @@ void Sender::end() {
     state_->release(l, State::Ended::kAbandoned);
     state_->keep(std::move(l.message));
   }
-  for (HeldOffer& o : state_->offers.close()) settle(o);
+  // No wait: the server keeps what was offered on a lane that ended until this
+  // process is gone (Receiver's quarantine).
+  for (HeldOffer& o : state_->offers.close()) dropEvent(o);
 }
 
 // The process's offers left out by lanes that ended (landing_offers.h). Never
