@@ -581,6 +581,39 @@ TEST_F(HostileMessageTest, AHeaderThatDoesNotDecodeClosesThePipe) {
   }
 }
 
+// "identity"'s arguments (7,), as a batch part's payload.
+std::vector<char> sevenAsArguments() {
+  std::vector<char> args;
+  wire::FastEncoder encoder(args);
+  encoder.tuple(1);
+  encoder.integer(7);
+  return args;
+}
+
+// A kCall of "identity", id 1, its header encoded (a batch part's).
+std::string identityPartHeader() {
+  wire::Header part;
+  part.type = wire::MessageType::kCall;
+  part.id = 1;
+  part.function = "identity";
+  return wire::encodeHeader(part);
+}
+
+// A kBatch message of one part: `partHeader` and its payload, encoded into
+// `batch`, which TensorPipe's payload points into (the caller keeps it).
+tensorpipe::Message batchOfOne(std::vector<char>& batch, const std::string& partHeader,
+                               const std::vector<char>& payload) {
+  wire::Header batchHeader;
+  batchHeader.type = wire::MessageType::kBatch;
+  batch.clear();
+  wire::appendBatchCount(batch, 1);
+  wire::appendBatchEntry(batch, partHeader, payload.data(), payload.size());
+  tensorpipe::Message m;
+  m.metadata = wire::encodeHeader(batchHeader);
+  m.payloads.push_back({batch.data(), batch.size(), ""});
+  return m;
+}
+
 // A payload travels either inside the metadata (wire::kInlinePayload) or as
 // TensorPipe's payload, never both; and a batch's parts carry theirs in the
 // batch. The control: the inline form alone is answered.
@@ -600,25 +633,12 @@ TEST_F(HostileMessageTest, APayloadBothInlineAndApartOrInlineInABatchClosesThePi
 
   expectRefused(inlined(), "more than one payload");
 
-  wire::Header part;
-  part.type = wire::MessageType::kCall;
-  part.id = 1;
-  part.function = "identity";
-  std::vector<char> args;
-  wire::FastEncoder encoder(args);
-  encoder.tuple(1);
-  encoder.integer(7);
-  std::string partHeader = wire::encodeHeader(part);
+  const std::vector<char> args = sevenAsArguments();
+  std::string partHeader = identityPartHeader();
   wire::appendInlinePayload(partHeader, args.data(), args.size());
-  wire::Header batchHeader;
-  batchHeader.type = wire::MessageType::kBatch;
   std::vector<char> batch;
-  wire::appendBatchCount(batch, 1);
-  wire::appendBatchEntry(batch, partHeader, nullptr, 0);
-  tensorpipe::Message m;
-  m.metadata = wire::encodeHeader(batchHeader);
-  m.payloads.push_back({batch.data(), batch.size(), ""});
-  expectRefused(std::move(m), "an inline payload inside a batch", HeaderReadable::kNo);
+  expectRefused(batchOfOne(batch, partHeader, {}), "an inline payload inside a batch",
+                HeaderReadable::kNo);
 }
 
 // Device handles (wire::kDeviceHandles) travel only in a lane's frames: on a
@@ -626,31 +646,18 @@ TEST_F(HostileMessageTest, APayloadBothInlineAndApartOrInlineInABatchClosesThePi
 // until the lane's CUDA path: such a call was answered as if they were not there).
 TEST_F(HostileMessageTest, DeviceHandlesInAPipeMessageOrABatchAreRefused) {
   const std::string junk(100, 'x');
-  wire::Header part;
-  part.type = wire::MessageType::kCall;
-  part.id = 1;
-  part.function = "identity";
-  std::vector<char> args;
-  wire::FastEncoder encoder(args);
-  encoder.tuple(1);
-  encoder.integer(7);
+  const std::vector<char> args = sevenAsArguments();
   tensorpipe::Message call;
-  call.metadata = wire::encodeHeader(part);
+  call.metadata = identityPartHeader();
   wire::appendInlinePayload(call.metadata, args.data(), args.size());
   wire::appendDeviceHandles(call.metadata, junk.data(), junk.size());
   expectRefused(std::move(call), "device handles in a pipe message (only lane frames carry them)");
 
-  std::string partHeader = wire::encodeHeader(part);
+  std::string partHeader = identityPartHeader();
   wire::appendDeviceHandles(partHeader, junk.data(), junk.size());
-  wire::Header batchHeader;
-  batchHeader.type = wire::MessageType::kBatch;
   std::vector<char> batch;
-  wire::appendBatchCount(batch, 1);
-  wire::appendBatchEntry(batch, partHeader, args.data(), args.size());
-  tensorpipe::Message m;
-  m.metadata = wire::encodeHeader(batchHeader);
-  m.payloads.push_back({batch.data(), batch.size(), ""});
-  expectRefused(std::move(m), "device handles inside a batch", HeaderReadable::kNo);
+  expectRefused(batchOfOne(batch, partHeader, args), "device handles inside a batch",
+                HeaderReadable::kNo);
 }
 
 // Distributed autograd's header fields: a peer that did not name itself may not
@@ -1087,21 +1094,29 @@ TEST(HostileServerTest, ACopyAnswerOnThePipeFailsItsCallsWithTheReasonAndTheNext
   job.driver.shutdown(runtime::ShutdownMode::kImmediate);
 }
 
-// The same answer as the lane frame it normally is (unordered, as the server's
-// answerCopied sends it): the lane's poller fails the pipe and the call that
-// waits on the lane, and the next call connects again.
-TEST(HostileServerTest, ACopyAnswerOnTheLaneFailsItsCallsWithTheReasonAndTheNextCallWorks) {
+// A call waiting on the lane to the fake w1, then the frame `send` puts on
+// it (unordered, as the server sends its own): the lane's poller fails the
+// pipe and the call with `reason`, soon, and the next call connects again.
+void expectALaneFrameFailsTheCall(
+    const std::function<runtime::lane::RingProducer::Status(FakeServer&)>& send,
+    const char* reason) {
   FakeServerJob job(/*takesLanes=*/true);
   ASSERT_TRUE(job.w1.waitLaneStarted()) << "the runtime took no lane to the fake w1";
   auto held = job.driver.rpcAsync("w1", "hold", {int64_t{1}});
   EXPECT_TRUE(job.w1.laneHasRequests()) << "the call did not take the lane";
   const auto start = Clock::now();
-  ASSERT_EQ(job.w1.sendCopiedOnLane(), runtime::lane::RingProducer::Status::kOk);
-  EXPECT_TRUE(failedWithCopyAnswer(held));
+  ASSERT_EQ(send(job.w1), runtime::lane::RingProducer::Status::kOk);
+  EXPECT_TRUE(failedWith(held, reason));
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
   EXPECT_TRUE(nextCallWorks(job));
   EXPECT_EQ(job.w1.pipesAccepted(), 2);
   job.driver.shutdown(runtime::ShutdownMode::kImmediate);
+}
+
+// The same answer as the lane frame it normally is (answerCopied's).
+TEST(HostileServerTest, ACopyAnswerOnTheLaneFailsItsCallsWithTheReasonAndTheNextCallWorks) {
+  expectALaneFrameFailsTheCall([](FakeServer& w1) { return w1.sendCopiedOnLane(); },
+                               kCopyAnswerFailure);
 }
 
 // Landing offers (wire::kLaneOffers) on the lane to a client that lends w1 no
@@ -1109,17 +1124,8 @@ TEST(HostileServerTest, ACopyAnswerOnTheLaneFailsItsCallsWithTheReasonAndTheNext
 // them): the lane's poller fails the pipe and the call that waits on the
 // lane with the reason, and the next call connects again.
 TEST(HostileServerTest, LandingOffersToAClientThatTakesNoneFailItsCallsWithTheReason) {
-  FakeServerJob job(/*takesLanes=*/true);
-  ASSERT_TRUE(job.w1.waitLaneStarted()) << "the runtime took no lane to the fake w1";
-  auto held = job.driver.rpcAsync("w1", "hold", {int64_t{1}});
-  EXPECT_TRUE(job.w1.laneHasRequests()) << "the call did not take the lane";
-  const auto start = Clock::now();
-  ASSERT_EQ(job.w1.sendOffersOnLane(), runtime::lane::RingProducer::Status::kOk);
-  EXPECT_TRUE(failedWith(held, kOffersFailure));
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
-  EXPECT_TRUE(nextCallWorks(job));
-  EXPECT_EQ(job.w1.pipesAccepted(), 2);
-  job.driver.shutdown(runtime::ShutdownMode::kImmediate);
+  expectALaneFrameFailsTheCall([](FakeServer& w1) { return w1.sendOffersOnLane(); },
+                               kOffersFailure);
 }
 
 // A worker reads every message of a pipe into the same buffers

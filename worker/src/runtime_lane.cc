@@ -67,6 +67,20 @@ wire::Header laneCopiedHeader(uint64_t handoff) {
   return h;
 }
 
+// The server, on its poller: `h` and `payload` (inline) as one frame on
+// `lane`, under `writesMu` (the lane's one producer). Not counted in laneSent:
+// no pipe message is ordered after it, so the call's answer (on the pipe)
+// never waits for it at the client.
+lane::RingProducer::Status sendUnordered(std::mutex& writesMu, lane::Lane& lane,
+                                         const wire::Header& h, const std::string& payload,
+                                         std::string& why) {
+  thread_local std::string frame;
+  wire::encodeHeaderInto(h, 4 + payload.size(), frame);
+  wire::appendInlinePayload(frame, payload.data(), payload.size());
+  std::lock_guard<std::mutex> lock(writesMu);
+  return lane.send(frame.data(), frame.size(), &why);
+}
+
 // A message the lane may carry: no tensor for a channel, a payload that could
 // travel inline (its size against the ring's frames: sendFrameLocked).
 bool laneCarries(const OutgoingMessage& m) {
@@ -478,17 +492,7 @@ bool RuntimeImpl::answerCopied(WriteQueue& writes, lane::Lane& lane, uint64_t ha
                                std::string copied,
                                const std::function<void(uint64_t, std::string)>& ordered,
                                std::string& why) {
-  thread_local std::string frame;
-  wire::encodeHeaderInto(laneCopiedHeader(handoff), 4 + copied.size(), frame);
-  wire::appendInlinePayload(frame, copied.data(), copied.size());
-  lane::RingProducer::Status sent;
-  {
-    std::lock_guard<std::mutex> lock(writes.mu);  // the lane's one producer
-    // Not counted in laneSent: no pipe message is ordered after it, so the
-    // call's answer (on the pipe) never waits for it at the client.
-    sent = lane.send(frame.data(), frame.size(), &why);
-  }
-  switch (sent) {
+  switch (sendUnordered(writes.mu, lane, laneCopiedHeader(handoff), copied, why)) {
     case lane::RingProducer::Status::kOk:
     case lane::RingProducer::Status::kClosed:  // the pipe is going: nothing waits for it
       return true;
@@ -513,12 +517,8 @@ void RuntimeImpl::sendLandingOffers(const std::weak_ptr<WriteQueue>& weakWrites,
   if (auto writes = weakWrites.lock()) {
     wire::Header h;
     h.type = wire::MessageType::kLaneOffers;
-    thread_local std::string frame;
-    wire::encodeHeaderInto(h, 4 + offers.size(), frame);
-    wire::appendInlinePayload(frame, offers.data(), offers.size());
     std::string why;
-    std::lock_guard<std::mutex> lock(writes->mu);        // the lane's one producer
-    sent = lane.send(frame.data(), frame.size(), &why);  // unordered, as answerCopied's
+    sent = sendUnordered(writes->mu, lane, h, offers, why);
   }
   // Offers are optional: ones the client never learns of go back at once.
   if (sent != lane::RingProducer::Status::kOk) receiver.withdraw(ids);

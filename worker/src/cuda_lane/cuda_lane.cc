@@ -119,6 +119,21 @@ void dropEvent(HeldOffer& o) {
   o.after = nullptr;
 }
 
+// The observer's token for a transfer that starts now; 0 without an observer.
+uint64_t observeStart(DeviceTransferObserver* observer, bool send, const std::string& peer,
+                      int localDevice, int remoteDevice, size_t bytes, void* ptr, void* stream) {
+  if (observer == nullptr) return 0;
+  DeviceTransfer transfer;
+  transfer.send = send;
+  transfer.peer = peer;
+  transfer.localDevice = localDevice;
+  transfer.remoteDevice = remoteDevice;
+  transfer.bytes = bytes;
+  transfer.ptr = ptr;
+  transfer.stream = stream;
+  return observer->started(transfer);
+}
+
 // A send stream's "ready" event, held until the server's answer.
 struct ReadyEvent {
   int device = 0;
@@ -217,18 +232,8 @@ struct Sender::State {
     }
     cuda::DeviceScope scope(device);
     if (o.after != nullptr) cudaStreamWaitEvent(stream, o.after, 0);
-    uint64_t token = 0;
-    if (observer) {
-      DeviceTransfer transfer;
-      transfer.send = true;
-      transfer.peer = peer;
-      transfer.localDevice = device;
-      transfer.remoteDevice = target;
-      transfer.bytes = t.nbytes();
-      transfer.ptr = t.data_ptr();
-      transfer.stream = stream;
-      token = observer->started(transfer);
-    }
+    const uint64_t token =
+        observeStart(observer.get(), true, peer, device, target, t.nbytes(), t.data_ptr(), stream);
     const cudaError_t e = cudaMemcpyAsync(static_cast<char*>(base) + o.offer.offset, t.data_ptr(),
                                           t.nbytes(), cudaMemcpyDeviceToDevice, stream);
     trace::point("lane.pushed", t.nbytes());
@@ -347,15 +352,8 @@ bool Sender::lend(const std::shared_ptr<OutgoingMessage>& m, std::string& handle
         s.readyOn(lent, device, static_cast<cudaStream_t>(m->streams[i]), why);
     if (ready == nullptr) return fail();
     if (s.observer && offerOf[i] == 0) {
-      DeviceTransfer transfer;
-      transfer.send = true;
-      transfer.peer = s.peer;
-      transfer.localDevice = device;
-      transfer.remoteDevice = m->targets[i];
-      transfer.bytes = t.nbytes();
-      transfer.ptr = t.data_ptr();
-      transfer.stream = m->streams[i];
-      lent.observed.push_back(s.observer->started(transfer));
+      lent.observed.push_back(observeStart(s.observer.get(), true, s.peer, device, m->targets[i],
+                                           t.nbytes(), t.data_ptr(), m->streams[i]));
     }
     w.meta.dtype = static_cast<int8_t>(t.scalar_type());
     w.meta.deviceType = 1;
@@ -586,18 +584,9 @@ std::string Receiver::receive(const char* data, size_t size, IncomingMessage& in
       }
     }
     onDevice.to(device);
-    uint64_t token = 0;
-    if (observer_) {
-      DeviceTransfer transfer;
-      transfer.send = false;
-      transfer.peer = peer_;
-      transfer.localDevice = device;
-      transfer.remoteDevice = w.device;
-      transfer.bytes = w.length;
-      transfer.ptr = t.data_ptr();
-      transfer.stream = stream;
-      token = observer_->started(transfer);  // its start: before the wait, as a channel's recv
-    }
+    // Its start: before the wait, as a channel's recv.
+    const uint64_t token = observeStart(observer_.get(), false, peer_, device, w.device, w.length,
+                                        t.data_ptr(), stream);
     // A GPU two workers share is not sent here (lane_pairs.h): the wait on the
     // GPU holds for it too, only slower.
     cudaStreamWaitEvent(s, ready, 0);
